@@ -1,0 +1,40 @@
+"""onnxroof: where an ONNX model's time goes on a given chip, and why.
+
+>>> import onnxroof
+>>> analysis = onnxroof.analyze("model.onnx", platform="xavier", dims={"batch": 1})  # doctest: +SKIP
+>>> analysis.totals.latency_s, analysis.to_dataframe()                              # doctest: +SKIP
+
+The public names are imported lazily, so ``import onnxroof.cost`` (as rules do) stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_PUBLIC = {
+    "analyze": "onnxroof.analysis",
+    "Analysis": "onnxroof.analysis",
+    "NodeResult": "onnxroof.analysis",
+    "Totals": "onnxroof.analysis",
+    "Cost": "onnxroof.cost",
+    "FLOPS_PER_MAC": "onnxroof.cost",
+    "OnnxroofError": "onnxroof.errors",
+    "Platform": "onnxroof.platform",
+    "load_platform": "onnxroof.platform",
+    "rule": "onnxroof.registry",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'onnxroof' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

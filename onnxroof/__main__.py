@@ -1,0 +1,3 @@
+from onnxroof.cli import main
+
+main()

@@ -1,0 +1,373 @@
+"""The analysis: every node costed, placed on the roofline, and summed — as one immutable value.
+
+``analyze(model, platform, dims)`` is the public entry point; the CLI and every renderer consume the
+:class:`Analysis` it returns. Numbers stay numbers in SI units (FLOPs, bytes, seconds); formatting happens
+only in renderers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import networkx as nx
+import onnx
+
+from onnxroof.control_flow import NodeCost, cost_control_flow
+from onnxroof.cost import Cost
+from onnxroof.errors import ShapeUnknown, StrictError
+from onnxroof.ir import CONTROL_FLOW_OPS, ROLE_STATIC, ROLE_WEIGHT, ModelIR, OpView, build_ir
+from onnxroof.liveness import peak_activation_memory
+from onnxroof.load import load_model
+from onnxroof.platform import Platform, load_platform
+from onnxroof.registry import ZERO_KINDS, evaluate, lookup, weight_inputs
+from onnxroof.roofline import BOUND_MEMORY, classify, precision_of, resolve_precision
+
+STATE_COSTED = "costed"
+STATE_ZERO = "zero"
+STATE_FOLDED = "folded"
+STATE_UNSUPPORTED = "unsupported"
+STATE_UNKNOWN_SHAPE = "unknown_shape"
+STATES = (STATE_COSTED, STATE_ZERO, STATE_FOLDED, STATE_UNSUPPORTED, STATE_UNKNOWN_SHAPE)
+
+
+def _shape_text(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
+    return None if shape is None else list(shape)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult:
+    """One node: what it is, what it costs, where it sits on the roofline."""
+
+    id: str
+    name: str
+    op_type: str
+    domain: str
+    state: str
+    kind: str  # compute | layout | view | metadata | "" (no rule)
+    dtype: str
+    precision: str
+    input_shapes: tuple[list[int | None] | None, ...]
+    output_shapes: tuple[list[int | None] | None, ...]
+    flops: float
+    macs: float
+    bytes_read: float
+    bytes_written: float
+    params: float
+    intensity: float
+    peak_flops: float
+    ridge: float
+    attainable_flops: float
+    t_compute_s: float
+    t_memory_s: float
+    t_overhead_s: float
+    latency_s: float
+    bound: str
+    note: str = ""
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["input_shapes"] = list(self.input_shapes)
+        data["output_shapes"] = list(self.output_shapes)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class OpTypeRow:
+    op_type: str
+    domain: str
+    count: int
+    flops: float
+    macs: float
+    bytes: float
+    params: float
+    latency_s: float
+    share: float  # of total predicted latency
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    flops: float
+    macs: float
+    params: float  # distinct weight tensors consumed as data, each counted once
+    weight_bytes: float
+    bytes_read: float
+    bytes_written: float
+    latency_s: float
+    compute_time_s: float  # Σ t_compute over kernels that run
+    memory_time_s: float  # Σ t_memory
+    overhead_time_s: float  # Σ launch overhead
+    memory_bound_share: float  # share of predicted time spent in memory-bound nodes
+    peak_activation_bytes: float
+    peak_activation_node: str | None
+    nodes: int
+    kernels: int  # nodes that run (costed)
+    states: Mapping[str, int]
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    path: str | None
+    graph_name: str
+    producer: str
+    ir_version: int
+    opset: int
+    nodes: int
+    dims: Mapping[str, int]
+    inputs: tuple[tuple[str, list[int | None] | None, str], ...]
+    outputs: tuple[tuple[str, list[int | None] | None, str], ...]
+    subgraph_nodes: tuple[str, ...]  # If/Loop/Scan node ids (their bodies are costed, see control_flow)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything onnxroof knows about one model on one platform. Immutable."""
+
+    model: ModelSummary
+    platform: Platform
+    precision_override: str | None
+    nodes: tuple[NodeResult, ...]
+    totals: Totals
+    op_types: tuple[OpTypeRow, ...]
+    unsupported: Mapping[str, tuple[str, ...]]  # "domain::op_type" or op_type -> node ids
+    warnings: tuple[str, ...]
+    graph: nx.DiGraph = field(compare=False, repr=False)
+
+    def to_dataframe(self):
+        """Per-node results as a pandas DataFrame (one row per node, SI units)."""
+        import pandas as pd
+
+        return pd.DataFrame([n.to_dict() for n in self.nodes])
+
+    def top_nodes(self, count: int) -> tuple[NodeResult, ...]:
+        ranked = sorted((n for n in self.nodes if n.latency_s > 0), key=lambda n: (-n.latency_s, n.id))
+        return tuple(ranked[:count])
+
+
+# --------------------------------------------------------------------------------------------- costing
+
+
+def _op_key(op: OpView) -> str:
+    return f"{op.domain}::{op.op_type}" if op.domain else op.op_type
+
+
+def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = None) -> NodeCost:
+    """State, kind, cost and weights of one node (control-flow nodes through their bodies)."""
+    produced = [t for t in op.outputs if t is not None]
+    if produced and all(t.role in (ROLE_WEIGHT, ROLE_STATIC) for t in produced):
+        return NodeCost(STATE_FOLDED, "", Cost.zero(), "computed from constants at load time", launches=0)
+    if op.subgraphs and op.op_type in CONTROL_FLOW_OPS and op.op_type != "SequenceMap":
+        return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph), root_graph)
+    entry = lookup(op.domain, op.op_type)
+    if entry is None:
+        return NodeCost(STATE_UNSUPPORTED, "", Cost.zero(), "no cost rule", launches=0)
+    if entry.kind in ZERO_KINDS:
+        return NodeCost(STATE_ZERO, entry.kind, Cost.zero(), f"{entry.kind}: moves no data", launches=0)
+    try:
+        cost = evaluate(op, entry)
+    except ShapeUnknown as missing:
+        return NodeCost(
+            STATE_UNKNOWN_SHAPE, entry.kind, Cost.zero(), f"no static shape for '{missing.tensor}'", launches=0
+        )
+    weights = {t.name: (float(t.numel), float(t.nbytes)) for t in weight_inputs(op, entry)}
+    return NodeCost(STATE_COSTED, entry.kind, cost, "", 1, weights)
+
+
+def analyze(
+    model: str | os.PathLike | onnx.ModelProto,
+    platform: str | os.PathLike | Platform = "xavier",
+    dims: Mapping[str, object] | None = None,
+    precision: str | None = None,
+    strict: bool = False,
+) -> Analysis:
+    """Cost every node of ``model`` and place it on ``platform``'s roofline.
+
+    ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` forces the peak used for every
+    node (``fp32``/``fp16``/``bf16``/``int8``...); ``strict`` raises :class:`StrictError` when any node is
+    unsupported or has no static shape.
+    """
+    target = platform if isinstance(platform, Platform) else load_platform(platform)
+    if precision is not None:
+        target.peak(precision)  # raises PlatformError naming what the platform has
+    loaded = load_model(model, dims)
+    ir = build_ir(loaded.model, loaded.value_types)
+    warnings = list(loaded.warnings)
+
+    results: list[NodeResult] = []
+    node_costs: list[NodeCost] = []
+    fallbacks: Counter[tuple[str, str]] = Counter()
+    for op in ir.ops:
+        node_cost = cost_node(op, ir, loaded.model.graph)
+        node_costs.append(node_cost)
+        state, kind, cost, note = node_cost.state, node_cost.kind, node_cost.cost, node_cost.note
+        wanted = precision or precision_of(op.dtype)
+        used = resolve_precision(target, wanted)
+        if used != wanted:
+            fallbacks[(wanted, used)] += 1
+        point = classify(cost, target, used, runs=state == STATE_COSTED, launches=node_cost.launches)
+        results.append(
+            NodeResult(
+                id=op.id,
+                name=op.name,
+                op_type=op.op_type,
+                domain=op.domain,
+                state=state,
+                kind=kind,
+                dtype=op.dtype,
+                precision=used,
+                input_shapes=tuple(_shape_text(t.shape) if t else None for t in op.inputs),
+                output_shapes=tuple(_shape_text(t.shape) if t else None for t in op.outputs),
+                flops=cost.flops,
+                macs=cost.macs,
+                bytes_read=cost.bytes_read,
+                bytes_written=cost.bytes_written,
+                params=cost.params,
+                intensity=point.intensity,
+                peak_flops=point.peak_flops,
+                ridge=point.ridge,
+                attainable_flops=point.attainable_flops,
+                t_compute_s=point.t_compute,
+                t_memory_s=point.t_memory,
+                t_overhead_s=point.t_overhead,
+                latency_s=point.latency,
+                bound=point.bound,
+                note=note,
+            )
+        )
+    for (wanted, used), count in sorted(fallbacks.items()):
+        warnings.append(f"platform '{target.name}' has no {wanted} peak: {count} node(s) use its {used} peak")
+    warnings += _shape_warnings(ir, results)
+
+    unsupported: dict[str, list[str]] = {}
+    for op, result, node_cost in zip(ir.ops, results, node_costs, strict=True):
+        if result.state == STATE_UNSUPPORTED:
+            unsupported.setdefault(_op_key(op), []).append(op.id)
+        for inner in node_cost.unsupported:  # ops without a rule inside If/Loop/Scan bodies
+            unsupported.setdefault(inner, []).append(op.id)
+    if strict:
+        _raise_if_incomplete(results, unsupported)
+
+    totals = _totals(ir, results, node_costs)
+    summary = _model_summary(loaded, ir)
+    return Analysis(
+        model=summary,
+        platform=target,
+        precision_override=precision,
+        nodes=tuple(results),
+        totals=totals,
+        op_types=_op_type_rows(results, totals.latency_s),
+        unsupported=MappingProxyType({k: tuple(v) for k, v in unsupported.items()}),
+        warnings=tuple(warnings),
+        graph=ir.graph,
+    )
+
+
+def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
+    producer = {t.name: op.id for op in ir.ops for t in op.outputs if t is not None}
+    warnings = []
+    for result in results:
+        if result.state == STATE_UNKNOWN_SHAPE:
+            tensor = result.note.split("'")[1] if "'" in result.note else "?"
+            origin = producer.get(tensor)
+            made_by = f" (produced by node {origin})" if origin else ""
+            warnings.append(
+                f"node {result.id} ({result.op_type}) not costed: tensor '{tensor}' has no static shape{made_by}"
+            )
+    return warnings
+
+
+def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, list[str]]) -> None:
+    parts = [f"{op} ×{len(ids)}" for op, ids in sorted(unsupported.items())]
+    unknown = [r.id for r in results if r.state == STATE_UNKNOWN_SHAPE]
+    if unknown:
+        parts.append(f"{len(unknown)} node(s) without static shapes (first: {unknown[0]})")
+    if parts:
+        raise StrictError(f"--strict: not every node could be costed: {', '.join(parts)}")
+
+
+def _totals(ir: ModelIR, results: list[NodeResult], node_costs: list[NodeCost]) -> Totals:
+    weights: dict[str, tuple[float, float]] = {}  # a weight shared by several nodes counts once
+    for node_cost in node_costs:
+        weights.update(node_cost.weights)
+    running = [r for r in results if r.state == STATE_COSTED]
+    latency = sum(r.latency_s for r in running)
+    memory_bound = sum(r.latency_s for r in running if r.bound == BOUND_MEMORY)
+    peak = peak_activation_memory(ir, lambda op: (lookup(op.domain, op.op_type) or _NO_RULE).kind == "view")
+    return Totals(
+        flops=sum(r.flops for r in running),
+        macs=sum(r.macs for r in running),
+        params=float(sum(numel for numel, _ in weights.values())),
+        weight_bytes=float(sum(nbytes for _, nbytes in weights.values())),
+        bytes_read=sum(r.bytes_read for r in running),
+        bytes_written=sum(r.bytes_written for r in running),
+        latency_s=latency,
+        compute_time_s=sum(r.t_compute_s for r in running),
+        memory_time_s=sum(r.t_memory_s for r in running),
+        overhead_time_s=sum(r.t_overhead_s for r in running),
+        memory_bound_share=memory_bound / latency if latency > 0 else 0.0,
+        peak_activation_bytes=peak.bytes,
+        peak_activation_node=peak.node_id,
+        nodes=len(results),
+        kernels=len(running),
+        states=MappingProxyType({s: sum(1 for r in results if r.state == s) for s in STATES}),
+    )
+
+
+class _NoRule:
+    kind = ""
+
+
+_NO_RULE = _NoRule()
+
+
+def _op_type_rows(results: list[NodeResult], total_latency: float) -> tuple[OpTypeRow, ...]:
+    groups: dict[tuple[str, str], list[NodeResult]] = {}
+    for r in results:
+        groups.setdefault((r.domain, r.op_type), []).append(r)
+    rows = [
+        OpTypeRow(
+            op_type=op_type,
+            domain=domain,
+            count=len(members),
+            flops=sum(m.flops for m in members),
+            macs=sum(m.macs for m in members),
+            bytes=sum(m.bytes for m in members),
+            params=sum(m.params for m in members),
+            latency_s=sum(m.latency_s for m in members),
+            share=sum(m.latency_s for m in members) / total_latency if total_latency > 0 else 0.0,
+        )
+        for (domain, op_type), members in groups.items()
+    ]
+    return tuple(sorted(rows, key=lambda row: (-row.latency_s, -row.count, row.op_type)))
+
+
+def _model_summary(loaded, ir: ModelIR) -> ModelSummary:
+    model = loaded.model
+
+    def describe(names):
+        return tuple((n, _shape_text(ir.tensors[n].shape), ir.tensors[n].dtype) for n in names if n in ir.tensors)
+
+    return ModelSummary(
+        path=str(loaded.path) if loaded.path else None,
+        graph_name=model.graph.name,
+        producer=" ".join(p for p in (model.producer_name, model.producer_version) if p),
+        ir_version=model.ir_version,
+        opset=loaded.opset,
+        nodes=len(ir.ops),
+        dims=loaded.dims,
+        inputs=describe(ir.graph_inputs),
+        outputs=describe(ir.graph_outputs),
+        subgraph_nodes=tuple(op.id for op in ir.ops if op.subgraphs),
+    )

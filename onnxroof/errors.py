@@ -1,0 +1,31 @@
+"""Errors a user sees: one line that names the file, node or field at fault."""
+
+from __future__ import annotations
+
+
+class OnnxroofError(Exception):
+    """A problem with the user's input (model, platform file, option); the CLI prints it and exits 2."""
+
+
+class ModelError(OnnxroofError):
+    """The model file cannot be read, parsed or checked."""
+
+
+class PlatformError(OnnxroofError):
+    """A platform file is missing, malformed or names an unknown key."""
+
+
+class DimsError(OnnxroofError):
+    """Symbolic dimensions are unbound or bound to a value that is not a positive integer."""
+
+
+class StrictError(OnnxroofError):
+    """`--strict` was given and some nodes could not be costed."""
+
+
+class ShapeUnknown(Exception):
+    """Raised by a rule when a tensor it needs has no static shape; the node is reported, never zeroed."""
+
+    def __init__(self, tensor: str) -> None:
+        super().__init__(tensor)
+        self.tensor = tensor

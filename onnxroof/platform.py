@@ -1,0 +1,285 @@
+"""Hardware platforms: the peaks and bandwidths a roofline is drawn from, loaded from TOML files.
+
+One TOML file per platform (the bundled ones live in ``platforms/``, installed as the package
+``onnxroof.platforms``). Every figure is an inline table ``{ value = <number > 0>, source = "<text>" }``
+so that no number travels without the place it came from. Units are in the key names and are decimal SI:
+``peak_tflops`` (TFLOP/s, or TOPS for integer precisions; dense, with 2:4-sparse peaks kept apart in
+``sparse_peak_tflops``), ``dram_bandwidth_gbps`` (GB/s = 1e9 B/s), ``capacity_gb`` (1e9 B), ``onchip_mb``
+(1e6 B), ``tdp_w`` and ``launch_overhead_us``. :class:`Platform` holds the same figures in base SI units
+(FLOP/s, B/s, bytes, seconds).
+
+Loading validates strictly: an unknown key, a missing required key, a figure without a source or with a
+value that is not a positive finite number, or a bad ``kind`` / ``fusion_profile`` raises
+:class:`~onnxroof.errors.PlatformError` with one line naming the file and the dotted key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from onnxroof.errors import PlatformError
+
+SCHEMA_VERSION = 1
+PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
+"""Precision keys a platform may give a peak for, in display order."""
+KINDS: tuple[str, ...] = ("gpu", "cpu", "accelerator")
+FUSION_PROFILES: tuple[str, ...] = ("tensorrt", "ort-cpu", "none")
+
+_TOP_KEYS = frozenset({"schema", "name", "title", "kind", "fusion_profile", "aliases", "notes", "measured",
+                       "peak_tflops", "sparse_peak_tflops", "memory", "power", "runtime"})
+_TABLE_KEYS: dict[str, frozenset[str]] = {
+    "peak_tflops": frozenset(PRECISIONS),
+    "sparse_peak_tflops": frozenset(PRECISIONS),
+    "memory": frozenset({"dram_bandwidth_gbps", "capacity_gb", "onchip_mb"}),
+    "power": frozenset({"tdp_w"}),
+    "runtime": frozenset({"launch_overhead_us"}),
+}
+_FIGURE_KEYS = frozenset({"value", "source"})
+_BUNDLED_PACKAGE = "onnxroof.platforms"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """One hardware target, in base SI units. Build it with :func:`load_platform`."""
+
+    name: str
+    title: str
+    kind: str
+    fusion_profile: str
+    peak_flops: Mapping[str, float] = field(hash=False)
+    """Dense peak per precision, FLOP/s (integer precisions: OP/s)."""
+    sparse_peak_flops: Mapping[str, float] = field(hash=False)
+    """2:4 structured-sparse peak per precision, FLOP/s; never used as a dense roof."""
+    dram_bandwidth: float
+    """Off-chip memory bandwidth, B/s."""
+    memory_capacity: float | None
+    """Device memory, bytes."""
+    onchip_memory: float | None
+    """Last-level on-chip memory (L2 / L3 / SRAM), bytes."""
+    tdp_w: float | None
+    launch_overhead_s: float
+    """Fixed cost per kernel launch / op dispatch, seconds."""
+    sources: Mapping[str, str] = field(hash=False)
+    """Dotted TOML key (e.g. ``peak_tflops.fp32``) to the source text, for every figure."""
+    path: str
+    """Where it was loaded from: ``bundled:<name>`` or the file path."""
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+    measured: bool = False
+    """True for files calibrated from measurements rather than datasheets."""
+
+    def precisions(self) -> tuple[str, ...]:
+        """The precisions with a dense peak, in :data:`PRECISIONS` order."""
+        return tuple(p for p in PRECISIONS if p in self.peak_flops)
+
+    def peak(self, precision: str) -> float:
+        """Dense peak for ``precision`` in FLOP/s; :class:`PlatformError` if the platform has none."""
+        try:
+            return self.peak_flops[precision]
+        except KeyError:
+            raise PlatformError(
+                f"platform {self.name!r} has no peak for precision {precision!r}; "
+                f"it has: {', '.join(self.precisions())}"
+            ) from None
+
+    def ridge(self, precision: str) -> float:
+        """Ridge point (FLOP/byte) for ``precision``: dense peak ÷ DRAM bandwidth."""
+        return self.peak(precision) / self.dram_bandwidth
+
+
+def load_platform(name_or_path: str | os.PathLike[str]) -> Platform:
+    """A bundled platform by name or alias (case-insensitive), or a platform TOML file by path.
+
+    A string counts as a path when it ends in ``.toml`` or contains a path separator; anything else is
+    looked up among the bundled platforms, and an unknown name raises :class:`PlatformError` listing them.
+    """
+    if isinstance(name_or_path, os.PathLike) or _looks_like_path(name_or_path):
+        path = Path(name_or_path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise PlatformError(f"{path}: cannot read platform file: {exc.strerror or exc}") from None
+        return _parse(data, label=str(path), origin=str(path), stem=None)
+    key = name_or_path.strip().lower()
+    index = _bundled_index()
+    if key not in index:
+        raise PlatformError(
+            f"unknown platform {name_or_path!r}; bundled platforms: {', '.join(bundled_platform_names())} "
+            "(or give a path to a .toml file)"
+        )
+    return _load_bundled(index[key])
+
+
+def bundled_platform_names() -> tuple[str, ...]:
+    """Names (file stems) of the bundled platform files, sorted."""
+    return _bundled_names()
+
+
+def bundled_platforms() -> tuple[Platform, ...]:
+    """Every bundled platform, loaded and validated, in name order."""
+    return tuple(_load_bundled(name) for name in _bundled_names())
+
+
+def _looks_like_path(text: str) -> bool:
+    seps = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    return text.lower().endswith(".toml") or any(sep in text for sep in seps)
+
+
+@lru_cache(maxsize=1)
+def _bundled_names() -> tuple[str, ...]:
+    root = files(_BUNDLED_PACKAGE)
+    return tuple(sorted(p.name[: -len(".toml")] for p in root.iterdir() if p.name.endswith(".toml")))
+
+
+@lru_cache(maxsize=64)
+def _load_bundled(name: str) -> Platform:
+    data = files(_BUNDLED_PACKAGE).joinpath(f"{name}.toml").read_bytes()
+    return _parse(data, label=f"platforms/{name}.toml", origin=f"bundled:{name}", stem=name)
+
+
+@lru_cache(maxsize=1)
+def _bundled_index() -> Mapping[str, str]:
+    """Lower-cased name or alias -> bundled name; a clash between two files is an error."""
+    index: dict[str, str] = {}
+    for platform in bundled_platforms():
+        for key in (platform.name, *platform.aliases):
+            low = key.lower()
+            if index.get(low, platform.name) != platform.name:
+                raise PlatformError(
+                    f"platforms/{platform.name}.toml: aliases: {key!r} is already used by "
+                    f"platforms/{index[low]}.toml"
+                )
+            index[low] = platform.name
+    return MappingProxyType(index)
+
+
+def _fail(label: str, key: str, message: str) -> PlatformError:
+    text = f"{label}: {key}: {message}" if key else f"{label}: {message}"
+    return PlatformError(" ".join(text.split()))
+
+
+def _parse(data: bytes, *, label: str, origin: str, stem: str | None) -> Platform:
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise _fail(label, "", f"invalid TOML: {exc}") from None
+
+    for key in doc:
+        if key not in _TOP_KEYS:
+            raise _fail(label, key, f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    for key in ("schema", "name", "title", "kind", "fusion_profile"):
+        if key not in doc:
+            raise _fail(label, key, "missing required key")
+
+    schema = doc["schema"]
+    if type(schema) is not int or schema != SCHEMA_VERSION:
+        raise _fail(label, "schema", f"must be {SCHEMA_VERSION}, got {schema!r}")
+    name = _string(doc, "name", label)
+    if stem is not None and name != stem:
+        raise _fail(label, "name", f"must equal the file stem {stem!r}, got {name!r}")
+    title = _string(doc, "title", label)
+    kind = _choice(doc, "kind", KINDS, label)
+    fusion_profile = _choice(doc, "fusion_profile", FUSION_PROFILES, label)
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+        raise _fail(label, "aliases", f"must be a list of non-empty strings, got {aliases!r}")
+    notes = doc.get("notes", "")
+    if not isinstance(notes, str):
+        raise _fail(label, "notes", f"must be a string, got {notes!r}")
+    measured = doc.get("measured", False)
+    if not isinstance(measured, bool):
+        raise _fail(label, "measured", f"must be true or false, got {measured!r}")
+
+    sources: dict[str, str] = {}
+    figures: dict[str, dict[str, float]] = {}
+    for table, allowed in _TABLE_KEYS.items():
+        raw = doc.get(table, {})
+        if not isinstance(raw, dict):
+            raise _fail(label, table, f"must be a table, got {raw!r}")
+        figures[table] = {}
+        for key, fig in raw.items():
+            dotted = f"{table}.{key}"
+            if key not in allowed:
+                raise _fail(label, dotted, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+            figures[table][key], sources[dotted] = _figure(fig, dotted, label)
+
+    peaks, memory, runtime = figures["peak_tflops"], figures["memory"], figures["runtime"]
+    if not peaks:
+        raise _fail(label, "peak_tflops", f"missing required key: give at least one of {', '.join(PRECISIONS)}")
+    for table, key in (("memory", "dram_bandwidth_gbps"), ("runtime", "launch_overhead_us")):
+        if key not in figures[table]:
+            raise _fail(label, f"{table}.{key}", "missing required key")
+
+    def scaled(values: Mapping[str, float], factor: float) -> Mapping[str, float]:
+        return MappingProxyType({k: v * factor for k, v in values.items()})
+
+    def optional(table: str, key: str, factor: float) -> float | None:
+        value = figures[table].get(key)
+        return None if value is None else value * factor
+
+    return Platform(
+        name=name,
+        title=title,
+        kind=kind,
+        fusion_profile=fusion_profile,
+        peak_flops=scaled(peaks, 1e12),
+        sparse_peak_flops=scaled(figures["sparse_peak_tflops"], 1e12),
+        dram_bandwidth=memory["dram_bandwidth_gbps"] * 1e9,
+        memory_capacity=optional("memory", "capacity_gb", 1e9),
+        onchip_memory=optional("memory", "onchip_mb", 1e6),
+        tdp_w=optional("power", "tdp_w", 1.0),
+        launch_overhead_s=runtime["launch_overhead_us"] * 1e-6,
+        sources=MappingProxyType(sources),
+        path=origin,
+        aliases=tuple(aliases),
+        notes=notes,
+        measured=measured,
+    )
+
+
+def _string(doc: Mapping[str, Any], key: str, label: str) -> str:
+    value = doc[key]
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(label, key, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _choice(doc: Mapping[str, Any], key: str, allowed: tuple[str, ...], label: str) -> str:
+    value = doc[key]
+    if value not in allowed:
+        raise _fail(label, key, f"must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _figure(fig: Any, dotted: str, label: str) -> tuple[float, str]:
+    """Validate ``{ value = <positive number>, source = "<text>" }`` and return (value, source)."""
+    if not isinstance(fig, dict):
+        raise _fail(label, dotted, f'must be a table {{ value = <number>, source = "<text>" }}, got {fig!r}')
+    for key in fig:
+        if key not in _FIGURE_KEYS:
+            raise _fail(label, f"{dotted}.{key}", "unknown key (allowed: source, value)")
+    for key in ("value", "source"):
+        if key not in fig:
+            raise _fail(label, f"{dotted}.{key}", "missing required key")
+    value, source = fig["value"], fig["source"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise _fail(label, dotted, f"value must be a positive number, got {_show(value)}")
+    if not isinstance(source, str) or not source.strip():
+        raise _fail(label, f"{dotted}.source", f"must be a non-empty string, got {source!r}")
+    return float(value), source
+
+
+def _show(value: Any) -> str:
+    """A value as TOML spells it, for error messages."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)

@@ -1,0 +1,125 @@
+"""The terminal view: totals, the top nodes by predicted time, time by op type, unsupported ops."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from onnxroof.analysis import Analysis
+from onnxroof.report.units import percent, seconds, si
+
+
+def _shape(shape: list | None) -> str:
+    if shape is None:
+        return "?"
+    return "×".join("?" if d is None else str(d) for d in shape)
+
+
+def summary_table(analysis: Analysis) -> Table:
+    t, p = analysis.totals, analysis.platform
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(justify="right")
+    grid.add_column(style="bold")
+    grid.add_column(justify="right")
+    ridge = p.ridge(p.precisions()[0])
+    rows = [
+        ("Predicted latency", seconds(t.latency_s), "Params", si(t.params)),
+        ("Memory-bound share", percent(t.memory_bound_share), "Weights", si(t.weight_bytes, "B")),
+        ("FLOPs", si(t.flops), "MACs", si(t.macs)),
+        ("Bytes moved", si(t.bytes, "B"), "Peak activations", si(t.peak_activation_bytes, "B")),
+        ("Compute time", seconds(t.compute_time_s), "Memory time", seconds(t.memory_time_s)),
+        ("Launch overhead", seconds(t.overhead_time_s), "Kernels", f"{t.kernels} of {t.nodes} nodes"),
+        ("Bandwidth", si(p.dram_bandwidth, "B/s"), f"Ridge ({p.precisions()[0]})", f"{ridge:.3g} FLOP/B"),
+    ]
+    for row in rows:
+        grid.add_row(*row)
+    return grid
+
+
+def top_table(analysis: Analysis, count: int) -> Table:
+    total = analysis.totals.latency_s or 1.0
+    table = Table(title=f"Top {count} nodes by predicted time", box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("node", overflow="ellipsis", no_wrap=True, max_width=40)
+    for name, justify, width in (
+        ("op", "left", 6),
+        ("output", "left", 12),
+        ("FLOPs", "right", 7),
+        ("bytes", "right", 8),
+        ("FLOP/B", "right", 6),
+        ("bound", "left", 7),
+        ("time", "right", 8),
+        ("share", "right", 6),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True, min_width=width)
+    for node in analysis.top_nodes(count):
+        table.add_row(
+            node.id,
+            node.op_type,
+            _shape(node.output_shapes[0] if node.output_shapes else None),
+            si(node.flops),
+            si(node.bytes, "B"),
+            f"{node.intensity:.3g}",
+            node.bound,
+            seconds(node.latency_s),
+            percent(node.latency_s / total),
+        )
+    return table
+
+
+def op_type_table(analysis: Analysis) -> Table:
+    table = Table(title="Time by op type", box=box.SIMPLE_HEAD, title_justify="left")
+    for name, justify in (
+        ("op type", "left"),
+        ("count", "right"),
+        ("FLOPs", "right"),
+        ("bytes", "right"),
+        ("params", "right"),
+        ("time", "right"),
+        ("share", "right"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)
+    for row in analysis.op_types:
+        name = f"{row.domain}::{row.op_type}" if row.domain else row.op_type
+        table.add_row(
+            name,
+            str(row.count),
+            si(row.flops),
+            si(row.bytes, "B"),
+            si(row.params),
+            seconds(row.latency_s),
+            percent(row.share),
+        )
+    return table
+
+
+def unsupported_text(analysis: Analysis) -> Text:
+    if not analysis.unsupported:
+        return Text("Unsupported ops: none", style="green")
+    text = Text("Unsupported ops (not costed, listed so nothing is silently zero): ", style="bold red")
+    text.append(", ".join(f"{op} ×{len(ids)}" for op, ids in sorted(analysis.unsupported.items())))
+    return text
+
+
+def render_console(analysis: Analysis, console: Console, top: int = 15) -> None:
+    model = analysis.model
+    dims = ", ".join(f"{k}={v}" for k, v in model.dims.items()) or "none"
+    header = Text.assemble(
+        (model.path or model.graph_name or "<model>", "bold"),
+        f"  opset {model.opset}, {model.nodes} nodes, dims: {dims}\n",
+        ("on ", ""),
+        (analysis.platform.title, "bold cyan"),
+        f"  ({analysis.platform.name})",
+    )
+    console.print(Panel(Group(header, Text(""), summary_table(analysis)), title="onnxroof", expand=False))
+    console.print(top_table(analysis, top))
+    console.print(op_type_table(analysis))
+    console.print(unsupported_text(analysis))
+
+
+def render_warnings(warnings: tuple[str, ...], console: Console) -> None:
+    for warning in warnings:
+        console.print(Text("warning: ", style="yellow") + Text(warning))

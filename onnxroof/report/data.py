@@ -1,0 +1,150 @@
+"""The analysis as plain data: the documented JSON schema (``schema: 1``) and a per-node CSV.
+
+Every figure is a plain number in SI units (FLOPs, bytes, seconds, FLOP/s, B/s). Infinite intensities
+(FLOPs with no bytes moved) are written as ``null``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any
+
+from onnxroof.analysis import Analysis, NodeResult
+
+SCHEMA_VERSION = 1
+
+NODE_FIELDS = (
+    "id",
+    "name",
+    "op_type",
+    "domain",
+    "state",
+    "kind",
+    "dtype",
+    "precision",
+    "input_shapes",
+    "output_shapes",
+    "flops",
+    "macs",
+    "bytes_read",
+    "bytes_written",
+    "params",
+    "intensity",
+    "peak_flops",
+    "ridge",
+    "attainable_flops",
+    "t_compute_s",
+    "t_memory_s",
+    "t_overhead_s",
+    "latency_s",
+    "bound",
+    "note",
+)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _node(node: NodeResult) -> dict[str, Any]:
+    data = node.to_dict()
+    return {key: _finite(data[key]) for key in NODE_FIELDS}
+
+
+def platform_dict(analysis: Analysis) -> dict[str, Any]:
+    p = analysis.platform
+    return {
+        "name": p.name,
+        "title": p.title,
+        "kind": p.kind,
+        "source": p.path,
+        "peak_flops": dict(p.peak_flops),
+        "sparse_peak_flops": dict(p.sparse_peak_flops),
+        "dram_bandwidth": p.dram_bandwidth,
+        "ridge": {precision: p.ridge(precision) for precision in p.precisions()},
+        "memory_capacity": p.memory_capacity,
+        "onchip_memory": p.onchip_memory,
+        "tdp_w": p.tdp_w,
+        "launch_overhead_s": p.launch_overhead_s,
+        "fusion_profile": p.fusion_profile,
+    }
+
+
+def to_dict(analysis: Analysis) -> dict[str, Any]:
+    """The stable JSON document (see docs/json-schema.md)."""
+    m, t = analysis.model, analysis.totals
+    return {
+        "schema": SCHEMA_VERSION,
+        "model": {
+            "path": m.path,
+            "graph_name": m.graph_name,
+            "producer": m.producer,
+            "ir_version": m.ir_version,
+            "opset": m.opset,
+            "nodes": m.nodes,
+            "dims": dict(m.dims),
+            "inputs": [{"name": n, "shape": s, "dtype": d} for n, s, d in m.inputs],
+            "outputs": [{"name": n, "shape": s, "dtype": d} for n, s, d in m.outputs],
+            "subgraph_nodes": list(m.subgraph_nodes),
+        },
+        "platform": platform_dict(analysis),
+        "precision_override": analysis.precision_override,
+        "totals": {
+            "flops": t.flops,
+            "macs": t.macs,
+            "params": t.params,
+            "weight_bytes": t.weight_bytes,
+            "bytes_read": t.bytes_read,
+            "bytes_written": t.bytes_written,
+            "bytes": t.bytes,
+            "latency_s": t.latency_s,
+            "compute_time_s": t.compute_time_s,
+            "memory_time_s": t.memory_time_s,
+            "overhead_time_s": t.overhead_time_s,
+            "memory_bound_share": t.memory_bound_share,
+            "peak_activation_bytes": t.peak_activation_bytes,
+            "peak_activation_node": t.peak_activation_node,
+            "nodes": t.nodes,
+            "kernels": t.kernels,
+            "states": dict(t.states),
+        },
+        "nodes": [_node(n) for n in analysis.nodes],
+        "op_types": [
+            {
+                "op_type": r.op_type,
+                "domain": r.domain,
+                "count": r.count,
+                "flops": r.flops,
+                "macs": r.macs,
+                "bytes": r.bytes,
+                "params": r.params,
+                "latency_s": r.latency_s,
+                "share": r.share,
+            }
+            for r in analysis.op_types
+        ],
+        "unsupported": {op: {"count": len(ids), "nodes": list(ids)} for op, ids in analysis.unsupported.items()},
+        "warnings": list(analysis.warnings),
+    }
+
+
+def render_json(analysis: Analysis) -> str:
+    return json.dumps(to_dict(analysis), indent=2, allow_nan=False) + "\n"
+
+
+def render_csv(analysis: Analysis) -> str:
+    """One row per node, the JSON node fields as columns (shapes as JSON text)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=NODE_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for node in analysis.nodes:
+        row = _node(node)
+        row["input_shapes"] = json.dumps(row["input_shapes"])
+        row["output_shapes"] = json.dumps(row["output_shapes"])
+        writer.writerow(row)
+    return buffer.getvalue()

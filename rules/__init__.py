@@ -1,0 +1,17 @@
+"""Per-op cost rules, one module per op family. This list is the index: every family is imported here.
+
+Importing this package registers every rule with :mod:`onnxroof.registry`.
+"""
+
+from onnxroof.rules import (  # noqa: F401
+    conv,
+    elementwise,
+    generators,
+    indexing,
+    matmul,
+    movement,
+    normalization,
+    pooling,
+    recurrent,
+    reduction,
+)

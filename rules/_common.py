@@ -1,0 +1,66 @@
+"""Small helpers shared by the rule families: byte counts and element counts of an op's tensors.
+
+Every helper raises :class:`onnxroof.errors.ShapeUnknown` (through ``TensorInfo.numel``) when a tensor it
+needs has no static shape, so a rule never guesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from onnxroof.cost import Cost
+from onnxroof.errors import ShapeUnknown
+from onnxroof.ir import OpView, TensorInfo
+
+
+def nbytes(tensors: Iterable[TensorInfo | None]) -> float:
+    """Σ bytes of the given tensors, skipping absent ones."""
+    return float(sum(t.nbytes for t in tensors if t is not None))
+
+
+def inputs_bytes(op: OpView, skip: Sequence[int] = ()) -> float:
+    """Bytes of every present input except those at the indices in ``skip``."""
+    return nbytes(t for i, t in enumerate(op.inputs) if i not in skip)
+
+
+def outputs_bytes(op: OpView) -> float:
+    """Bytes of every present output."""
+    return nbytes(op.outputs)
+
+
+def required_input(op: OpView, i: int) -> TensorInfo:
+    t = op.input(i)
+    if t is None:
+        raise ShapeUnknown(f"{op.op_type} input {i}")
+    return t
+
+
+def required_output(op: OpView, i: int = 0) -> TensorInfo:
+    t = op.output(i)
+    if t is None:
+        raise ShapeUnknown(f"{op.op_type} output {i}")
+    return t
+
+
+def out_numel(op: OpView, i: int = 0) -> int:
+    """Elements of output ``i``."""
+    return required_output(op, i).numel
+
+
+def shape_of(t: TensorInfo) -> tuple[int, ...]:
+    """The fully static shape of ``t`` (raises ShapeUnknown otherwise)."""
+    if not t.is_static_shape:
+        raise ShapeUnknown(t.name)
+    return tuple(t.shape)  # type: ignore[arg-type]
+
+
+def streaming(op: OpView, flops: float, skip: Sequence[int] = ()) -> Cost:
+    """Cost of an op that reads each data input once and writes each output once.
+
+    bytes_read = Σ input bytes (inputs in ``skip`` excluded); bytes_written = Σ output bytes.
+    """
+    return Cost(flops=float(flops), bytes_read=inputs_bytes(op, skip), bytes_written=outputs_bytes(op))
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis

@@ -1,0 +1,52 @@
+"""Cost rules: convolutions (Conv, ConvTranspose).
+
+Counts use the inferred output shape, so stride, dilation, padding (explicit or auto_pad) and groups are
+exact. A multiply-accumulate is 2 FLOPs. MACs against zero padding are counted, as every standard count
+(and every dense kernel) does.
+"""
+
+from __future__ import annotations
+
+import math
+
+from onnxroof.cost import FLOPS_PER_MAC, Cost
+from onnxroof.ir import OpView
+from onnxroof.registry import rule
+from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
+
+
+def _kernel_volume(weight_shape: tuple[int, ...]) -> int:
+    return math.prod(weight_shape[2:])
+
+
+@rule("Conv")
+def conv(op: OpView) -> Cost:
+    """N-d convolution ``Y[N, M, *out] = X[N, C, *in] ⋆ W[M, C/group, *k] (+ B[M])``.
+
+    Formula: MACs = numel(Y) · (C / group) · Π k; FLOPs = 2 · MACs + numel(Y) [B given].
+    Bytes: read X, W and B once each, write Y.
+    Assumptions: dense direct/implicit-GEMM computation (no Winograd/FFT savings).
+    Reference: ONNX Conv spec; the standard count used by torchvision/fvcore.
+    """
+    weight = shape_of(required_input(op, 1))
+    out = required_output(op).numel
+    macs = out * weight[1] * _kernel_volume(weight)
+    flops = FLOPS_PER_MAC * macs + (out if op.input(2) is not None else 0)
+    return Cost(flops=flops, macs=macs, bytes_read=inputs_bytes(op), bytes_written=outputs_bytes(op))
+
+
+@rule("ConvTranspose")
+def conv_transpose(op: OpView) -> Cost:
+    """Transposed convolution ``Y[N, M, *out]`` from ``X[N, C, *in]`` and ``W[C, M/group, *k]`` (+ B[M]).
+
+    Formula: every input element scatters into (M / group) · Π k outputs:
+    MACs = numel(X) · (M / group) · Π k; FLOPs = 2 · MACs + numel(Y) [B given].
+    Bytes: read X, W and B once each, write Y.
+    Assumptions: dense computation; output_padding/output_shape only change numel(Y).
+    Reference: ONNX ConvTranspose spec.
+    """
+    x = required_input(op, 0).numel
+    weight = shape_of(required_input(op, 1))
+    macs = x * weight[1] * _kernel_volume(weight)
+    flops = FLOPS_PER_MAC * macs + (required_output(op).numel if op.input(2) is not None else 0)
+    return Cost(flops=flops, macs=macs, bytes_read=inputs_bytes(op), bytes_written=outputs_bytes(op))

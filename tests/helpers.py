@@ -1,0 +1,75 @@
+"""Builders for tests: an OpView from shapes, without a model file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+import onnx
+from onnx import helper
+
+from onnxroof.cost import Cost
+from onnxroof.dtypes import itemsize_of
+from onnxroof.ir import ROLE_ACTIVATION, ROLE_WEIGHT, OpView, TensorInfo, node_attributes
+from onnxroof.registry import evaluate, lookup
+
+TensorSpec = tuple[Sequence[int] | None, str] | tuple[Sequence[int] | None, str, str] | None
+
+
+def tensor(name: str, spec: TensorSpec, default_role: str) -> TensorInfo | None:
+    if spec is None:
+        return None
+    shape, dtype, *rest = spec
+    role = rest[0] if rest else default_role
+    return TensorInfo(name, None if shape is None else tuple(shape), dtype, itemsize_of(dtype), role)
+
+
+def make_op(
+    op_type: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    opset: int = 17,
+    domain: str = "",
+    **attrs: Any,
+) -> OpView:
+    """An OpView whose attributes are completed with schema defaults, as the loader does.
+
+    Each tensor spec is ``(shape, dtype)`` or ``(shape, dtype, role)``; inputs default to
+    role ``activation``; use role ``weight`` for constants.
+    """
+    node = helper.make_node(
+        op_type,
+        [f"in{i}" if s else "" for i, s in enumerate(inputs)],
+        [f"out{i}" for i in range(len(outputs))],
+        domain=domain,
+        **attrs,
+    )
+    return OpView(
+        id=f"0:{op_type}",
+        index=0,
+        name="",
+        op_type=op_type,
+        domain=domain,
+        opset=opset,
+        inputs=tuple(tensor(f"in{i}", s, ROLE_ACTIVATION) for i, s in enumerate(inputs)),
+        outputs=tuple(tensor(f"out{i}", s, ROLE_ACTIVATION) for i, s in enumerate(outputs)),
+        attrs=MappingProxyType(node_attributes(node, opset)),
+    )
+
+
+def cost_of(op: OpView) -> Cost:
+    """Evaluate the registered rule for ``op`` (params included)."""
+    entry = lookup(op.domain, op.op_type)
+    assert entry is not None, f"no rule for {op.op_type}"
+    return evaluate(op, entry)
+
+
+W = ROLE_WEIGHT
+
+
+def parse_model(text: str) -> onnx.ModelProto:
+    """A model from ONNX textual syntax (onnx.parser), checked."""
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model)
+    return model

@@ -1,0 +1,140 @@
+"""Whole-graph behaviour: weights, folding, control flow, and a Llama-shaped decoder."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from helpers import parse_model
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxroof
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _llama_module():
+    spec = importlib.util.spec_from_file_location("llama_shaped", ROOT / "benchmarks" / "llama_shaped.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shared_weight_counts_once() -> None:
+    w = numpy_helper.from_array(np.zeros((8, 8), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"]), helper.make_node("MatMul", ["a", "w"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+        [w],
+    )
+    analysis = onnxroof.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert [n.params for n in analysis.nodes] == [64, 64]  # each node reads the weight...
+    assert analysis.totals.params == 64  # ...but the model has it once
+    assert analysis.totals.weight_bytes == 64 * 4
+
+
+def test_weights_made_by_constant_subgraphs_are_parameters() -> None:
+    # W = Transpose(ConstantOfShape([16, 4])): computable from constants alone, so a weight; nodes folded.
+    model = parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 4] x) => (float[2, 16] y) {
+        s = Constant <value = int64[2] {16, 4}> ()
+        w0 = ConstantOfShape <value = float[1] {0.02}> (s)
+        w = Transpose(w0)
+        y = MatMul(x, w)
+    }""")
+    analysis = onnxroof.analyze(model)
+    states = {n.op_type: n.state for n in analysis.nodes}
+    assert states == {"Constant": "folded", "ConstantOfShape": "folded", "Transpose": "folded", "MatMul": "costed"}
+    assert analysis.totals.params == 16 * 4  # the shape vector {16, 4} is not a parameter
+    assert analysis.totals.latency_s == next(n for n in analysis.nodes if n.op_type == "MatMul").latency_s
+
+
+def test_unsupported_op_is_listed_never_zero_silently() -> None:
+    node = helper.make_node("Foo", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    analysis = onnxroof.analyze(model)
+    assert dict(analysis.unsupported) == {"com.example::Foo": ("0:Foo",)}
+    assert analysis.totals.states["unsupported"] == 1
+    with pytest.raises(onnxroof.OnnxroofError, match=r"com\.example::Foo"):
+        onnxroof.analyze(model, strict=True)
+
+
+CONTROL_FLOW = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[4, 8] x, bool c) => (float[4, 16] y, float[4, 8] z) {
+    ws = Constant <value = int64[2] {8, 16}> ()
+    w = ConstantOfShape <value = float[1] {0.5}> (ws)
+    y = If (c) <
+        then_branch = t () => (float[4, 16] a) { a = MatMul(x, w) },
+        else_branch = e () => (float[4, 16] b) { r = Relu(x) b = MatMul(r, w) }
+    >
+    m = Constant <value = int64 {5}> ()
+    go = Constant <value = bool {1}> ()
+    z = Loop (m, go, x) <body = b (int64 i, bool ci, float[4, 8] xi) => (bool co, float[4, 8] xo) {
+        co = Identity(ci)
+        xo = Relu(xi)
+    }>
+}"""
+
+
+def test_control_flow_bodies_are_costed() -> None:
+    analysis = onnxroof.analyze(onnx.parser.parse_model(CONTROL_FLOW))
+    by_op = {n.op_type: n for n in analysis.nodes}
+    # If: the more expensive branch, Relu (32 FLOPs) + MatMul (2·4·8·16).
+    assert by_op["If"].macs == 4 * 8 * 16
+    assert by_op["If"].flops == 2 * 4 * 8 * 16 + 4 * 8
+    assert "else_branch" in by_op["If"].note
+    # Loop: 5 iterations of Relu over [4, 8]; one launch per body kernel per iteration.
+    assert by_op["Loop"].flops == 5 * 4 * 8
+    assert by_op["Loop"].t_overhead_s == pytest.approx(5 * analysis.platform.launch_overhead_s)
+    assert analysis.totals.params == 8 * 16  # the weight read inside the branches counts once
+
+
+def test_llama_shaped_decoder_with_gqa_and_rotary(tmp_path: Path) -> None:
+    llama = _llama_module()
+    config = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "intermediate": 176, "vocab": 100}
+    path = llama.build_llama_shaped(tmp_path / "llama.onnx", **config, dtype=TensorProto.FLOAT)
+    batch, seq = 2, 8
+    analysis = onnxroof.analyze(path, dims={"batch": batch, "seq": seq})
+    assert analysis.totals.states["unsupported"] == 0
+    assert analysis.totals.states["unknown_shape"] == 0
+    # Parameters: the architecture's formula, plus at most the float scalar constants of the exported
+    # expressions (eps, exponents, 1/sqrt(d)) that run-time nodes read. The rotary cos/sin tables (buffers in
+    # PyTorch) do not count: once seq is bound the positions are static, so Gather(table, positions) is
+    # folded at load time and no node that runs reads the tables.
+    model = onnx.load(path, load_external_data=False)
+    scalars = sum(
+        1
+        for n in model.graph.node
+        if n.op_type == "Constant"
+        and n.attribute[0].t.data_type == TensorProto.FLOAT
+        and math.prod(n.attribute[0].t.dims) == 1
+    )
+    scalars += sum(1 for t in model.graph.initializer if t.data_type == TensorProto.FLOAT and math.prod(t.dims) == 1)
+    expected = llama.expected_parameter_count(**config)
+    assert expected <= analysis.totals.params <= expected + scalars
+    gathers = [n for n in analysis.nodes if n.op_type == "Gather" and n.state == "folded"]
+    assert gathers, "rotary table lookups at static positions are folded"
+    # MatMul MACs: q, o projections h·h; k, v h·(kv·d); MLP 3·h·inter; attention 2·heads·s·s·d; lm_head h·vocab.
+    h, d, inter, vocab = config["hidden"], config["hidden"] // config["heads"], config["intermediate"], config["vocab"]
+    tokens = batch * seq
+    per_layer = (
+        tokens * (2 * h * h + 2 * h * config["kv_heads"] * d + 3 * h * inter)
+        + 2 * batch * config["heads"] * seq * seq * d
+    )
+    matmul_macs = sum(n.macs for n in analysis.nodes if n.op_type == "MatMul")
+    assert matmul_macs == config["layers"] * per_layer + tokens * h * vocab

@@ -1,0 +1,44 @@
+"""The rule registry: coverage of every op the core promises, documentation, duplicate protection."""
+
+from __future__ import annotations
+
+import pytest
+
+from onnxroof.registry import KINDS, DuplicateRuleError, all_rules, lookup, rule
+
+# The op types the core issue requires (light models, torchvision CNNs, HF transformers, YOLO detectors).
+REQUIRED = (
+    "Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log",
+    "Erf", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "HardSigmoid", "HardSwish", "Gelu",
+    "Softplus", "Clip", "Min", "Max", "Sum", "Mean", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
+    "Where", "Equal", "Less", "Greater", "And", "Or", "Not", "Cast", "Mod", "Sin", "Cos", "IsNaN",
+    "BatchNormalization", "LayerNormalization", "GroupNormalization", "InstanceNormalization", "Softmax",
+    "LogSoftmax", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK", "MaxPool", "AveragePool",
+    "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool", "Resize", "Upsample", "Gather",
+    "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Slice", "Split", "Concat", "Pad", "Expand",
+    "Tile", "Transpose", "DepthToSpace", "SpaceToDepth", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity",
+    "Dropout", "Shape", "Size", "Range", "CumSum", "NonZero", "Trilu", "ConstantOfShape", "Constant", "OneHot",
+    "LSTM", "GRU", "RNN", "LRN",
+)
+
+
+@pytest.mark.parametrize("op_type", REQUIRED)
+def test_required_op_has_a_rule(op_type: str) -> None:
+    assert lookup("", op_type) is not None, f"no rule for {op_type}"
+
+
+def test_every_rule_is_documented() -> None:
+    for entry in all_rules():
+        assert entry.kind in KINDS
+        assert "Formula:" in entry.doc or entry.kind in ("view", "metadata"), entry.op_type
+        assert "Bytes:" in entry.doc or entry.kind in ("view", "metadata"), entry.op_type
+
+
+def test_duplicate_registration_raises() -> None:
+    with pytest.raises(DuplicateRuleError):
+        rule("Conv")(lambda op: None)
+
+
+def test_ai_onnx_domain_is_the_default_domain() -> None:
+    assert lookup("ai.onnx", "Relu") is lookup("", "Relu")
