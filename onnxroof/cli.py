@@ -36,6 +36,11 @@ class ReportFormat(StrEnum):
     csv = "csv"
 
 
+class ListFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
 _SUFFIX_FORMATS = {".json": ReportFormat.json, ".csv": ReportFormat.csv, ".txt": ReportFormat.table}
 
 
@@ -68,6 +73,8 @@ def write_atomically(path: Path, text: str) -> None:
     path = path.expanduser()
     if not path.parent.exists():
         raise OnnxroofError(f"{path}: folder '{path.parent}' does not exist")
+    if path.is_dir():
+        raise OnnxroofError(f"{path}: is a folder; give a file name to write to")
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
@@ -151,7 +158,7 @@ def report(
 
 @app.command()
 def platforms(
-    output_format: Annotated[ReportFormat, typer.Option("--format", "-f", help="table or json.")] = ReportFormat.table,
+    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
     debug: DebugOption = False,
 ) -> None:
     """List the bundled platforms with their peaks, bandwidth and ridge points."""
@@ -160,7 +167,7 @@ def platforms(
 
     with _errors(debug):
         found = bundled_platforms()
-        if output_format is ReportFormat.json:
+        if output_format is ListFormat.json:
             _emit(render_platforms_json(found), None)
         else:
             _emit(lambda console: render_platforms_table(found, console), None)

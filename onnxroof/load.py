@@ -23,6 +23,7 @@ from types import MappingProxyType
 
 import numpy as np
 import onnx
+import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.errors import DimsError, ModelError
@@ -32,6 +33,7 @@ SMALL_CONSTANT_LIMIT = 4096
 """Largest constant (in elements) the loader will materialise to help shape inference."""
 
 MIN_OPSET = 7
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -120,24 +122,30 @@ def check_external_paths(model: onnx.ModelProto, path: Path | None) -> None:
 
 
 def _without_external_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy for the checker in which external initializers become typed graph inputs.
+    """A copy for the checker in which no tensor refers to external data.
 
     The checker insists that external-data files exist (relative to the working directory); onnxroof never
-    reads them, and an absent or sparse weight file must still analyze. Everything else is checked as is.
+    reads them, and an absent or sparse weight file must still analyze. Top-level external initializers
+    become typed graph inputs (their dims kept); external tensors elsewhere (subgraph initializers,
+    ``Constant`` values) become empty inline tensors of the same name and type — the checker does not infer
+    shapes, so nothing else changes. Everything else is checked as is.
     """
-    external = [t for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL]
-    if not external:
+    if next(_external_tensors(model), None) is None:
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
+    external = [t for t in copy.graph.initializer if t.data_location == TensorProto.EXTERNAL]
     names = {t.name for t in external}
     kept = [t for t in copy.graph.initializer if t.name not in names]
+    listed = {v.name for v in copy.graph.input}
+    new_inputs = [
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in external if t.name not in listed
+    ]
     del copy.graph.initializer[:]
     copy.graph.initializer.extend(kept)
-    listed = {v.name for v in copy.graph.input}
-    copy.graph.input.extend(
-        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in external if t.name not in listed
-    )
+    copy.graph.input.extend(new_inputs)
+    for tensor in _external_tensors(copy):  # the remaining ones: in subgraphs and Constant attributes
+        tensor.CopyFrom(helper.make_tensor(tensor.name, tensor.data_type, [0], []))
     if copy.ir_version < 4:
         copy.ir_version = 4
     return copy
@@ -201,8 +209,8 @@ def _positive_int(name: str, value: object) -> int:
         number = int(value)
     else:
         raise DimsError(f"dim '{name}': value must be a positive integer, got {value!r}")
-    if number <= 0:
-        raise DimsError(f"dim '{name}': value must be a positive integer, got {value!r}")
+    if not 0 < number <= _INT64_MAX:
+        raise DimsError(f"dim '{name}': value must be a positive integer below 2**63, got {value!r}")
     return number
 
 

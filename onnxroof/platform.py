@@ -34,8 +34,23 @@ PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "i
 KINDS: tuple[str, ...] = ("gpu", "cpu", "accelerator")
 FUSION_PROFILES: tuple[str, ...] = ("tensorrt", "ort-cpu", "none")
 
-_TOP_KEYS = frozenset({"schema", "name", "title", "kind", "fusion_profile", "aliases", "notes", "measured",
-                       "peak_tflops", "sparse_peak_tflops", "memory", "power", "runtime"})
+_TOP_KEYS = frozenset(
+    {
+        "schema",
+        "name",
+        "title",
+        "kind",
+        "fusion_profile",
+        "aliases",
+        "notes",
+        "measured",
+        "peak_tflops",
+        "sparse_peak_tflops",
+        "memory",
+        "power",
+        "runtime",
+    }
+)
 _TABLE_KEYS: dict[str, frozenset[str]] = {
     "peak_tflops": frozenset(PRECISIONS),
     "sparse_peak_tflops": frozenset(PRECISIONS),
@@ -155,8 +170,7 @@ def _bundled_index() -> Mapping[str, str]:
             low = key.lower()
             if index.get(low, platform.name) != platform.name:
                 raise PlatformError(
-                    f"platforms/{platform.name}.toml: aliases: {key!r} is already used by "
-                    f"platforms/{index[low]}.toml"
+                    f"platforms/{platform.name}.toml: aliases: {key!r} is already used by platforms/{index[low]}.toml"
                 )
             index[low] = platform.name
     return MappingProxyType(index)

@@ -57,9 +57,9 @@ def top_table(analysis: Analysis, count: int) -> Table:
         table.add_column(name, justify=justify, no_wrap=True, min_width=width)
     for node in analysis.top_nodes(count):
         table.add_row(
-            node.id,
-            node.op_type,
-            _shape(node.output_shapes[0] if node.output_shapes else None),
+            Text(node.id),
+            Text(node.op_type),
+            Text(_shape(node.output_shapes[0] if node.output_shapes else None)),
             si(node.flops),
             si(node.bytes, "B"),
             f"{node.intensity:.3g}",
@@ -85,7 +85,7 @@ def op_type_table(analysis: Analysis) -> Table:
     for row in analysis.op_types:
         name = f"{row.domain}::{row.op_type}" if row.domain else row.op_type
         table.add_row(
-            name,
+            Text(name),
             str(row.count),
             si(row.flops),
             si(row.bytes, "B"),

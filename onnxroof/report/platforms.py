@@ -7,6 +7,7 @@ import json
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from onnxroof.platform import Platform
 from onnxroof.registry import RuleEntry
@@ -33,7 +34,12 @@ def render_platforms_table(platforms: tuple[Platform, ...], console: Console) ->
         peaks = [si(p.peak_flops[x], "FLOP/s") if x in p.peak_flops else "–" for x in _SHOWN]
         ridges = [f"{p.ridge(x):.3g}" if x in p.peak_flops else "–" for x in ("fp32", "fp16")]
         table.add_row(
-            p.name, p.title, *peaks, si(p.dram_bandwidth, "B/s"), *ridges, f"{p.launch_overhead_s * 1e6:.3g} µs"
+            Text(p.name),
+            Text(p.title),
+            *peaks,
+            si(p.dram_bandwidth, "B/s"),
+            *ridges,
+            f"{p.launch_overhead_s * 1e6:.3g} µs",
         )
     console.print(table)
 
@@ -66,5 +72,5 @@ def render_rules_table(entries: tuple[RuleEntry, ...], console: Console) -> None
             entry.doc.splitlines()[0] if entry.doc else "",
         )
         name = f"{entry.domain}::{entry.op_type}" if entry.domain else entry.op_type
-        table.add_row(name, entry.kind, entry.status, formula)
+        table.add_row(Text(name), entry.kind, entry.status, Text(formula))
     console.print(table)

@@ -1,0 +1,600 @@
+"""The command line: bad input through the API and the CLI, output formats, listings, help and the entry point.
+
+Every bad input must give, through the API, an :class:`OnnxroofError` subclass whose one-line message names
+the file / node / field at fault, and through the CLI exit code 2 with exactly one ``error:`` line on stderr,
+no traceback, and no output file (nor temporary file) left behind.
+"""
+
+from __future__ import annotations
+
+import builtins
+import csv
+import inspect
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from onnxroof.analysis import analyze
+from onnxroof.cli import app
+from onnxroof.errors import DimsError, ModelError, OnnxroofError, PlatformError, StrictError
+from onnxroof.platform import bundled_platform_names
+from onnxroof.report.units import seconds, si
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+CNN = SAMPLES / "tiny_cnn.onnx"
+TRANSFORMER = SAMPLES / "tiny_transformer.onnx"
+LSTM = SAMPLES / "tiny_lstm.onnx"
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+TOTALS_KEYS = {"flops", "macs", "params", "weight_bytes", "bytes_read", "bytes_written", "latency_s",
+               "memory_bound_share", "peak_activation_bytes"}
+NODE_KEYS = {"id", "name", "op_type", "domain", "dtype", "flops", "macs", "bytes_read", "bytes_written", "params",
+             "intensity", "bound", "latency_s"}
+TOP_KEYS = {"schema", "model", "platform", "totals", "nodes", "op_types", "unsupported", "warnings"}
+ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+
+
+def make_runner() -> CliRunner:
+    """A runner that keeps stderr apart from stdout (older click-based runners need ``mix_stderr=False``)."""
+    if "mix_stderr" in inspect.signature(CliRunner.__init__).parameters:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    return CliRunner()
+
+
+def invoke(*args: object):
+    return make_runner().invoke(app, [str(a) for a in args], env=ENV)
+
+
+# ------------------------------------------------------------------------------------------ model builders
+
+
+def _relu_graph_model(nodes, inputs, outputs, opset: int = 17, value_info=(), extra_opsets=()) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, value_info=list(value_info))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), *extra_opsets])
+
+
+def _vi(name: str, shape=(1, 8), elem=TensorProto.FLOAT) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, list(shape))
+
+
+def custom_op_model() -> onnx.ModelProto:
+    """Relu -> com.example.Foo -> Relu; Foo's output shape is given through value_info."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="first"),
+        helper.make_node("Foo", ["a"], ["b"], name="foo_node", domain="com.example"),
+        helper.make_node("Relu", ["b"], ["y"], name="last"),
+    ]
+    return _relu_graph_model(nodes, [_vi("x")], [_vi("y")], value_info=[_vi("b")],
+                             extra_opsets=[helper.make_opsetid("com.example", 1)])
+
+
+def external_model(location: str) -> onnx.ModelProto:
+    weight = TensorProto()
+    weight.name = "W"
+    weight.data_type = TensorProto.FLOAT
+    weight.dims.extend([8, 8])
+    weight.data_location = TensorProto.EXTERNAL
+    entry = weight.external_data.add()
+    entry.key = "location"
+    entry.value = location
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "g", [_vi("x")],
+                              [_vi("y")], [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+PLATFORM_WITH_UNKNOWN_KEY = """
+schema = 1
+name = "tmp-chip"
+title = "A test chip"
+kind = "gpu"
+fusion_profile = "none"
+bogus_key = 3
+
+[peak_tflops]
+fp32 = { value = 1.0, source = "test" }
+
+[memory]
+dram_bandwidth_gbps = { value = 100.0, source = "test" }
+
+[runtime]
+launch_overhead_us = { value = 5.0, source = "test" }
+"""
+
+
+# ---------------------------------------------------------------------------------------- bad-input cases
+
+
+@dataclass
+class Bad:
+    """One bad input: how to build it, how to pass it, and what the message must name."""
+
+    build: Callable[[Path], Path]  # writes what it needs into the folder; returns the model path
+    error: type[OnnxroofError]
+    names: tuple[str, ...]  # substrings the message must contain
+    cli: tuple[str, ...] = ()  # extra CLI options
+    api: dict = field(default_factory=dict)  # extra analyze() keywords
+
+
+def _save(model: onnx.ModelProto, name: str) -> Callable[[Path], Path]:
+    def build(folder: Path) -> Path:
+        path = folder / name
+        onnx.save(model, path)
+        return path
+
+    return build
+
+
+def _missing(folder: Path) -> Path:
+    return folder / "missing.onnx"
+
+
+def _folder(folder: Path) -> Path:
+    (folder / "afolder.onnx").mkdir()
+    return folder / "afolder.onnx"
+
+
+def _text(folder: Path) -> Path:
+    (folder / "notes.onnx").write_text("this is a text file,\nnot an ONNX model\n")
+    return folder / "notes.onnx"
+
+
+def _empty(folder: Path) -> Path:
+    (folder / "empty.onnx").write_bytes(b"")
+    return folder / "empty.onnx"
+
+
+def _truncated(folder: Path) -> Path:
+    data = (LIGHT / "light_resnet50.onnx").read_bytes()
+    (folder / "truncated.onnx").write_bytes(data[: len(data) // 2])
+    return folder / "truncated.onnx"
+
+
+def _copy(source: Path) -> Callable[[Path], Path]:
+    def build(folder: Path) -> Path:
+        return Path(shutil.copy(source, folder / source.name))
+
+    return build
+
+
+def _no_opset() -> onnx.ModelProto:
+    model = _relu_graph_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x")], [_vi("y")])
+    del model.opset_import[:]
+    return model
+
+
+def _with_platform_file(folder: Path) -> Path:
+    (folder / "badchip.toml").write_text(PLATFORM_WITH_UNKNOWN_KEY)
+    return _copy(CNN)(folder)
+
+
+UNPRODUCED = _relu_graph_model(
+    [helper.make_node("Relu", ["x"], ["a"], name="ok_node"), helper.make_node("Relu", ["ghost"], ["y"], name="orphan")],
+    [_vi("x")], [_vi("y")],
+)
+CAST_WITHOUT_TO = _relu_graph_model([helper.make_node("Cast", ["x"], ["y"], name="my_cast")], [_vi("x")], [_vi("y")])
+OPSET_6 = _relu_graph_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x")], [_vi("y")], opset=6)
+
+BAD_CASES: dict[str, Bad] = {
+    "missing-file": Bad(_missing, ModelError, ("missing.onnx", "no such file")),
+    "folder": Bad(_folder, ModelError, ("afolder.onnx", "folder")),
+    "text-file": Bad(_text, ModelError, ("notes.onnx",)),
+    "empty-file": Bad(_empty, ModelError, ("empty.onnx",)),
+    "truncated": Bad(_truncated, ModelError, ("truncated.onnx",)),
+    "no-default-opset": Bad(_save(_no_opset(), "noopset.onnx"), ModelError, ("noopset.onnx", "opset")),
+    "opset-6": Bad(_save(OPSET_6, "old.onnx"), ModelError, ("old.onnx", "opset 6")),
+    "unproduced-input": Bad(_save(UNPRODUCED, "orphan.onnx"), ModelError, ("orphan.onnx", "ghost", "orphan")),
+    "missing-attribute": Bad(_save(CAST_WITHOUT_TO, "cast.onnx"), ModelError, ("cast.onnx", "my_cast", "'to'")),
+    "dim-abc": Bad(_copy(CNN), DimsError, ("batch", "abc"), ("--dim", "batch=abc"), {"dims": {"batch": "abc"}}),
+    "dim-x": Bad(_copy(CNN), DimsError, ("batch", "x"), ("--dim", "batch=x"), {"dims": {"batch": "x"}}),
+    "dim-zero": Bad(_copy(CNN), DimsError, ("batch", "0"), ("--dim", "batch=0"), {"dims": {"batch": 0}}),
+    "dim-negative": Bad(_copy(CNN), DimsError, ("batch", "-1"), ("--dim", "batch=-1"), {"dims": {"batch": -1}}),
+    "dim-float": Bad(_copy(CNN), DimsError, ("batch", "1.5"), ("--dim", "batch=1.5"), {"dims": {"batch": 1.5}}),
+    "unbound-symbols": Bad(_copy(TRANSFORMER), DimsError, ("batch", "seq", "--dim batch=", "--dim seq=")),
+    "external-parent": Bad(_save(external_model("../outside.bin"), "parent.onnx"), ModelError,
+                           ("parent.onnx", "'W'", "../outside.bin", "outside")),
+    "unknown-platform": Bad(_copy(CNN), PlatformError, ("no-such-chip",), ("--dim", "batch=1", "--platform",
+                                                                          "no-such-chip"),
+                            {"dims": {"batch": 1}, "platform": "no-such-chip"}),
+    "platform-file-missing": Bad(_copy(CNN), PlatformError, ("nochip.toml",), ("--dim", "batch=1", "--platform",
+                                                                              "nochip.toml"),
+                                 {"dims": {"batch": 1}, "platform": "nochip.toml"}),
+    "precision-int4": Bad(_copy(CNN), PlatformError, ("xavier", "int4"), ("--dim", "batch=1", "--precision", "int4"),
+                          {"dims": {"batch": 1}, "precision": "int4"}),
+    "strict-unsupported": Bad(_save(custom_op_model(), "custom.onnx"), StrictError, ("Foo", "--strict"),
+                              ("--strict",), {"strict": True}),
+}
+
+
+def _platform_case_options(folder: Path) -> tuple[tuple[str, ...], dict]:
+    toml = folder / "badchip.toml"
+    return ("--dim", "batch=1", "--platform", str(toml)), {"dims": {"batch": 1}, "platform": str(toml)}
+
+
+def _assert_one_error_line(result, names: tuple[str, ...]) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert "Traceback" not in result.output
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error:"), lines[0]
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def _check_bad(tmp_path: Path, build: Callable[[Path], Path], error: type[OnnxroofError], names: tuple[str, ...],
+               cli: tuple[str, ...], api: dict) -> None:
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    out.mkdir()
+    model = build(folder)
+
+    with pytest.raises(OnnxroofError) as excinfo:
+        analyze(model, **api)
+    assert type(excinfo.value) is error, type(excinfo.value)
+    message = str(excinfo.value)
+    assert "\n" not in message
+    for name in names:
+        assert name in message, (name, message)
+
+    for extra in ((), ("-o", out / "out.json"), ("-o", out / "out.csv"), ("--format", "json")):
+        result = invoke("report", model, *cli, *extra)
+        _assert_one_error_line(result, names)
+        assert list(out.iterdir()) == [], "an output or temporary file was left behind"
+
+
+@pytest.mark.parametrize("case", BAD_CASES.values(), ids=BAD_CASES.keys())
+def test_bad_input_api_and_cli(tmp_path: Path, case: Bad) -> None:
+    _check_bad(tmp_path, case.build, case.error, case.names, case.cli, case.api)
+
+
+def test_bad_platform_file_api_and_cli(tmp_path: Path) -> None:
+    cli, api = _platform_case_options(tmp_path / "in")
+    _check_bad(tmp_path, _with_platform_file, PlatformError, ("badchip.toml", "bogus_key"), cli, api)
+
+
+def test_external_data_at_an_absolute_path_is_refused(tmp_path: Path) -> None:
+    sentinel = tmp_path / "secret.bin"
+    sentinel.write_bytes(b"\0" * 256)
+    _check_bad(tmp_path, _save(external_model(str(sentinel)), "absolute.onnx"), ModelError,
+               ("absolute.onnx", "'W'", str(sentinel), "outside"), (), {})
+
+
+@pytest.mark.parametrize("location", ["../outside.bin", "ABSOLUTE"])
+def test_external_data_outside_the_folder_is_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          location: str) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    sentinel = tmp_path / "outside.bin"  # ../outside.bin seen from the model's folder
+    sentinel.write_bytes(b"\0" * 256)
+    if location == "ABSOLUTE":
+        location = str(sentinel)
+    path = folder / "m.onnx"
+    onnx.save(external_model(location), path)
+
+    forbidden = str(sentinel.resolve())
+    real_open, real_io_open, real_os_open = builtins.open, io.open, os.open
+
+    def guard(opener):
+        def guarded(file, *args, **kwargs):
+            if isinstance(file, str | bytes | os.PathLike) and str(Path(os.fsdecode(file)).resolve()) == forbidden:
+                raise AssertionError(f"onnxroof opened {file!r}, outside the model's folder")
+            return opener(file, *args, **kwargs)
+
+        return guarded
+
+    monkeypatch.setattr(builtins, "open", guard(real_open))
+    monkeypatch.setattr(io, "open", guard(real_io_open))
+    monkeypatch.setattr(os, "open", guard(real_os_open))
+
+    with pytest.raises(ModelError, match="outside"):
+        analyze(path)
+    result = invoke("report", path)
+    _assert_one_error_line(result, ("m.onnx", "'W'", "outside"))
+
+
+def test_unnamed_dim_bound_on_the_command_line(tmp_path: Path) -> None:
+    path = tmp_path / "dyn.onnx"
+    onnx.save(_relu_graph_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [None, 8])],
+                                [_vi("y", [None, 8])]), path)
+    _assert_one_error_line(invoke("report", path), ("x:0", "--dim x:0="))
+    result = invoke("report", path, "--dim", "x:0=3", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["model"]["dims"] == {"x:0": 3}
+    assert data["nodes"][0]["output_shapes"] == [[3, 8]]
+
+
+def test_debug_reraises_with_a_traceback(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.onnx"
+    result = invoke("report", missing, "--debug")
+    assert isinstance(result.exception, ModelError)
+    done = subprocess.run([sys.executable, "-m", "onnxroof", "report", str(missing), "--debug"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode not in (0, 2, 3)
+    assert "Traceback" in done.stderr
+    assert "ModelError" in done.stderr and "missing.onnx" in done.stderr
+
+
+def test_internal_error_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxroof.analysis
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(onnxroof.analysis, "analyze", broken)
+    result = invoke("report", CNN, "--dim", "batch=1")
+    assert result.exit_code == 3
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "boom" in lines[0]
+
+
+def test_dim_beyond_int64_exits_2() -> None:
+    result = invoke("report", CNN, "--dim", f"batch={2**64}")
+    _assert_one_error_line(result, ("batch",))
+
+
+def test_output_onto_an_existing_folder_exits_2(tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.mkdir()
+    result = invoke("report", CNN, "--dim", "batch=1", "-o", target)
+    _assert_one_error_line(result, ("taken",))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]  # no temporary file left
+
+
+# ----------------------------------------------------------------------------------------- unsupported op
+
+
+def test_unsupported_op_is_reported_without_strict(tmp_path: Path) -> None:
+    path = tmp_path / "custom.onnx"
+    onnx.save(custom_op_model(), path)
+
+    table = invoke("report", path)
+    assert table.exit_code == 0, table.output
+    assert "Foo" in table.stdout
+    assert "Unsupported ops: none" not in table.stdout
+
+    result = invoke("report", path, "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["unsupported"] == {"com.example::Foo": {"count": 1, "nodes": ["1:foo_node"]}}
+    (node,) = [n for n in data["nodes"] if n["op_type"] == "Foo"]
+    assert node["state"] == "unsupported" and node["domain"] == "com.example"
+
+    rows = list(csv.DictReader(io.StringIO(invoke("report", path, "--format", "csv").stdout)))
+    (row,) = [r for r in rows if r["op_type"] == "Foo"]
+    assert row["state"] == "unsupported" and row["domain"] == "com.example"
+
+
+def test_table_shows_node_names_with_brackets_verbatim(tmp_path: Path) -> None:
+    path = tmp_path / "brackets.onnx"
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="attn[i]"),
+             helper.make_node("Relu", ["a"], ["y"], name="[/bad]")]
+    onnx.save(_relu_graph_model(nodes, [_vi("x")], [_vi("y")]), path)
+    result = invoke("report", path)
+    assert result.exit_code == 0, result.output
+    assert "0:attn[i]" in result.stdout
+    assert "1:[/bad]" in result.stdout
+
+
+# --------------------------------------------------------------------------------------------- report
+
+
+def test_report_table() -> None:
+    result = invoke("report", CNN, "--dim", "batch=1")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Unsupported ops: none" in out
+    for label in ("Predicted latency", "FLOPs", "MACs", "Params", "Bytes moved", "Peak activations"):
+        assert label in out, label
+    totals = analyze(CNN, dims={"batch": 1}).totals
+    for figure in (si(totals.flops), si(totals.macs), si(totals.params), seconds(totals.latency_s)):
+        assert figure in out, figure
+    assert "xavier" in out  # the default platform
+    assert "Traceback" not in result.output
+
+
+def test_report_json_schema() -> None:
+    result = invoke("report", CNN, "--dim", "batch=1", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == 1
+    assert set(data) >= TOP_KEYS
+    assert set(data["totals"]) >= TOTALS_KEYS
+    assert data["nodes"]
+    for node in data["nodes"]:
+        assert set(node) >= NODE_KEYS, NODE_KEYS - set(node)
+    assert data["unsupported"] == {}
+    assert data["platform"]["name"] == "xavier"
+    assert data["model"]["dims"] == {"batch": 1}
+    assert len(data["nodes"]) == data["model"]["nodes"] == data["totals"]["nodes"]
+
+
+def test_report_json_stdout_is_only_json_when_warnings_are_emitted() -> None:
+    result = invoke("report", CNN, "--dim", "batch=1", "--dim", "foo=3", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)  # nothing but the document on stdout
+    assert result.stdout.lstrip().startswith("{")
+    assert any("foo" in w for w in data["warnings"])
+    assert "foo" in result.stderr  # the warning went to stderr
+
+
+def test_report_csv_has_a_header_and_one_row_per_node() -> None:
+    result = invoke("report", CNN, "--dim", "batch=1", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    reader = csv.DictReader(io.StringIO(result.stdout))
+    rows = list(reader)
+    assert set(reader.fieldnames or ()) >= NODE_KEYS
+    assert len(rows) == len(analyze(CNN, dims={"batch": 1}).nodes) == 30
+    assert len({r["id"] for r in rows}) == len(rows)
+
+
+@pytest.mark.parametrize(("suffix", "kind"), [(".json", "json"), (".csv", "csv"), (".txt", "table")])
+def test_output_file_format_from_suffix(tmp_path: Path, suffix: str, kind: str) -> None:
+    target = tmp_path / f"out{suffix}"
+    result = invoke("report", CNN, "--dim", "batch=1", "-o", target)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]  # no temporary file left
+    text = target.read_text(encoding="utf-8")
+    if kind == "json":
+        assert json.loads(text)["schema"] == 1
+    elif kind == "csv":
+        header = next(csv.reader(io.StringIO(text)))
+        assert set(header) >= NODE_KEYS
+        assert len(text.strip().splitlines()) == 31
+    else:
+        assert "Unsupported ops: none" in text
+
+
+def test_explicit_format_wins_over_the_suffix(tmp_path: Path) -> None:
+    target = tmp_path / "out.txt"
+    result = invoke("report", CNN, "--dim", "batch=1", "--format", "json", "-o", target)
+    assert result.exit_code == 0, result.output
+    assert json.loads(target.read_text())["schema"] == 1
+
+
+def test_output_into_a_missing_folder_fails_cleanly(tmp_path: Path) -> None:
+    result = invoke("report", CNN, "--dim", "batch=1", "-o", tmp_path / "nowhere" / "out.json")
+    _assert_one_error_line(result, ("nowhere",))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("path", "dims"), [
+    (CNN, {"batch": 1}),
+    (TRANSFORMER, {"batch": 2, "seq": 16}),
+    (LSTM, {"batch": 3, "seq": 5}),
+])
+def test_api_and_cli_totals_agree(path: Path, dims: dict[str, int]) -> None:
+    options = [item for name, value in dims.items() for item in ("--dim", f"{name}={value}")]
+    result = invoke("report", path, *options, "--format", "json")
+    assert result.exit_code == 0, result.output
+    cli_totals = json.loads(result.stdout)["totals"]
+    totals = analyze(path, dims=dims).totals
+    for key in TOTALS_KEYS:
+        assert cli_totals[key] == pytest.approx(getattr(totals, key), rel=1e-12, abs=0), key
+
+
+# ------------------------------------------------------------------------------------ platforms and rules
+
+
+def test_platforms_table_lists_every_platform_with_ridges() -> None:
+    result = invoke("platforms")
+    assert result.exit_code == 0, result.output
+    names = bundled_platform_names()
+    assert len(names) >= 15
+    for name in names:
+        assert name in result.stdout, name
+    assert "ridge fp32" in result.stdout
+
+
+def test_platforms_json() -> None:
+    result = invoke("platforms", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) >= 15
+    assert "xavier" in {r["name"] for r in rows}
+    for row in rows:
+        assert row["ridge"], row["name"]
+        for precision, ridge in row["ridge"].items():
+            assert ridge == pytest.approx(row["peak_flops"][precision] / row["dram_bandwidth"]), row["name"]
+
+
+def test_rules_lists_rules() -> None:
+    result = invoke("rules")
+    assert result.exit_code == 0, result.output
+    for op_type in ("Conv", "MatMul", "Gemm", "Relu", "Softmax", "LSTM"):
+        assert op_type in result.stdout, op_type
+    assert "cost rules" in result.stdout
+
+
+def test_rules_show_formulas_verbatim() -> None:
+    result = invoke("rules")
+    assert result.exit_code == 0, result.output
+    assert "shape[axis]" in result.stdout
+
+
+def test_platforms_csv_is_csv_or_refused() -> None:
+    result = invoke("platforms", "--format", "csv")
+    if result.exit_code == 2:
+        return
+    assert result.exit_code == 0, result.output
+    header = next(csv.reader(io.StringIO(result.stdout)))
+    assert "name" in header
+
+
+# -------------------------------------------------------------------------------------------- help
+
+
+def test_app_help_lists_every_command() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("report", "platforms", "rules"):
+        assert command in result.stdout
+
+
+@pytest.mark.parametrize("command", ["report", "platforms", "rules"])
+def test_every_command_is_documented(command: str) -> None:
+    registered = {c.name or c.callback.__name__: c for c in app.registered_commands}
+    assert (registered[command].callback.__doc__ or "").strip(), f"{command} has no docstring"
+    result = invoke(command, "--help")
+    assert result.exit_code == 0, result.output
+    first_line = registered[command].callback.__doc__.strip().splitlines()[0]
+    assert " ".join(first_line.split()[:4]) in " ".join(result.stdout.split())
+
+
+def test_no_arguments_shows_help() -> None:
+    result = invoke()
+    assert "report" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_usage_error_exits_2() -> None:
+    result = invoke("report", CNN, "--format", "xml")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+# ------------------------------------------------------------------------------ the installed entry point
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
+
+
+@pytest.mark.parametrize("launcher", ["script", "module"])
+def test_installed_entry_point(tmp_path: Path, launcher: str) -> None:
+    if launcher == "script":
+        script = shutil.which("onnxroof") or str(Path(sys.executable).parent / "onnxroof")
+        assert Path(script).exists(), "the `onnxroof` console script is not installed"
+        base = [script]
+    else:
+        base = [sys.executable, "-m", "onnxroof"]
+
+    good = _run([*base, "report", str(CNN), "--dim", "batch=1", "--format", "json"])
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["schema"] == 1
+    assert "Traceback" not in good.stderr
+
+    missing = tmp_path / "missing.onnx"
+    bad = _run([*base, "report", str(missing), "-o", str(tmp_path / "out.json")])
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
+    assert bad.stdout == ""
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "missing.onnx" in lines[0]
+    assert list(tmp_path.iterdir()) == []
