@@ -40,33 +40,44 @@ def summary_table(analysis: Analysis) -> Table:
     return grid
 
 
-def top_table(analysis: Analysis, count: int) -> Table:
+_TOP_COLUMNS = (  # name, justify, width
+    ("op", "left", 10),
+    ("output", "left", 14),
+    ("FLOPs", "right", 7),
+    ("bytes", "right", 8),
+    ("FLOP/B", "right", 6),
+    ("bound", "left", 7),
+    ("time", "right", 8),
+    ("share", "right", 6),
+)
+
+
+def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
+    """The nodes with the largest predicted time; the node column takes what the terminal width leaves."""
     total = analysis.totals.latency_s or 1.0
-    table = Table(title=f"Top {count} nodes by predicted time", box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("node", overflow="ellipsis", no_wrap=True, max_width=40)
-    for name, justify, width in (
-        ("op", "left", 6),
-        ("output", "left", 12),
-        ("FLOPs", "right", 7),
-        ("bytes", "right", 8),
-        ("FLOP/B", "right", 6),
-        ("bound", "left", 7),
-        ("time", "right", 8),
-        ("share", "right", 6),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True, min_width=width)
-    for node in analysis.top_nodes(count):
-        table.add_row(
-            Text(node.id),
-            Text(node.op_type),
-            Text(_shape(node.output_shapes[0] if node.output_shapes else None)),
-            si(node.flops),
-            si(node.bytes, "B"),
-            f"{node.intensity:.3g}",
-            node.bound,
-            seconds(node.latency_s),
-            percent(node.latency_s / total),
-        )
+    nodes = analysis.top_nodes(count)
+    columns = _TOP_COLUMNS if width >= 100 else tuple(c for c in _TOP_COLUMNS if c[0] not in ("output", "share"))
+    gaps = 3 * (len(columns) + 1)  # padding and separator around each column
+    room = width - gaps - sum(w for _, _, w in columns)
+    node_width = max(8, min(48, room, max((len(n.id) for n in nodes), default=8)))
+    table = Table(
+        title=f"Top {count} nodes by predicted time", box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1)
+    )
+    table.add_column("node", overflow="ellipsis", no_wrap=True, width=node_width)
+    for name, justify, column_width in columns:
+        table.add_column(name, justify=justify, no_wrap=True, max_width=column_width, overflow="ellipsis")
+    for node in nodes:
+        cells = {
+            "op": Text(node.op_type),
+            "output": Text(_shape(node.output_shapes[0] if node.output_shapes else None)),
+            "FLOPs": si(node.flops),
+            "bytes": si(node.bytes, "B"),
+            "FLOP/B": f"{node.intensity:.3g}",
+            "bound": node.bound,
+            "time": seconds(node.latency_s),
+            "share": percent(node.latency_s / total),
+        }
+        table.add_row(Text(node.id), *(cells[name] for name, _, _ in columns))
     return table
 
 
@@ -115,7 +126,7 @@ def render_console(analysis: Analysis, console: Console, top: int = 15) -> None:
         f"  ({analysis.platform.name})",
     )
     console.print(Panel(Group(header, Text(""), summary_table(analysis)), title="onnxroof", expand=False))
-    console.print(top_table(analysis, top))
+    console.print(top_table(analysis, top, console.width))
     console.print(op_type_table(analysis))
     console.print(unsupported_text(analysis))
 
