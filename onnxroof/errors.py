@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class OnnxroofError(Exception):
     """A problem with the user's input (model, platform file, option); the CLI prints it and exits 2."""
@@ -29,3 +31,9 @@ class ShapeUnknown(Exception):
     def __init__(self, tensor: str) -> None:
         super().__init__(tensor)
         self.tensor = tensor
+
+
+def one_line(text: str) -> str:
+    """Collapse a multi-line library message (e.g. the ONNX checker's) into one readable line."""
+    text = re.sub(r"==> Context: Bad node spec for node\. Name: (.*?) OpType: (\S+)", r"(node '\1', \2)", text)
+    return " ".join(text.split())
