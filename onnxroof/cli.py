@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -69,21 +70,39 @@ def _errors(debug: bool) -> Iterator[None]:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so a failure never leaves a partial file."""
+    """Write ``text`` to ``path`` so that a failure never leaves a partial file.
+
+    A regular file (new or existing) is written through a temporary file in the same folder and renamed
+    over the target; a new file gets the usual umask permissions, an existing one keeps its mode. Anything
+    that is not a regular file (``/dev/null``, a FIFO, ``/dev/stdout``) is written directly: renaming over
+    it would replace the device itself.
+    """
     path = path.expanduser()
-    if not path.parent.exists():
-        raise OnnxroofError(f"{path}: folder '{path.parent}' does not exist")
     if path.is_dir():
         raise OnnxroofError(f"{path}: is a folder; give a file name to write to")
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+        return
+    if not path.parent.exists():
+        raise OnnxroofError(f"{path}: folder '{path.parent}' does not exist")
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
             out.write(text)
+        os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def _emit(text_or_render: str | Callable[[Console], None], output: Path | None) -> None:

@@ -598,3 +598,25 @@ def test_installed_entry_point(tmp_path: Path, launcher: str) -> None:
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and "missing.onnx" in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_output_to_a_device_writes_through_it_and_never_replaces_it(tmp_path) -> None:
+    """-o /dev/null must not rename a temporary file over the device (as root that would replace it)."""
+    import stat as stat_module
+
+    from onnxroof.cli import write_atomically
+
+    before = os.stat("/dev/null")
+    write_atomically(Path("/dev/null"), "{}")
+    after = os.stat("/dev/null")
+    assert stat_module.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+
+
+def test_output_file_gets_umask_permissions(tmp_path) -> None:
+    from onnxroof.cli import write_atomically
+
+    target = tmp_path / "out.json"
+    write_atomically(target, "{}")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (target.stat().st_mode & 0o777) == (0o666 & ~umask)
