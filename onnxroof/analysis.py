@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -74,7 +74,8 @@ class NodeResult:
         return self.bytes_read + self.bytes_written
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Every field as plain data (shapes as lists); built directly, ``asdict`` deep-copies slowly."""
+        data = {name: getattr(self, name) for name in self.__slots__}
         data["input_shapes"] = list(self.input_shapes)
         data["output_shapes"] = list(self.output_shapes)
         return data

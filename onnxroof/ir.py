@@ -206,8 +206,26 @@ def _subgraphs(node: onnx.NodeProto) -> dict[str, onnx.GraphProto]:
     return found
 
 
+def _already_ordered(nodes: list[onnx.NodeProto]) -> bool:
+    """True when every node reads only values produced by earlier nodes or from outside the graph (O(n))."""
+    produced_by: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for out in node.output:
+            if out:
+                produced_by[out] = i
+    for i, node in enumerate(nodes):
+        names = list(node.input)
+        for sub in _subgraphs(node).values():
+            names.extend(subgraph_outer_inputs(sub))
+        if any(produced_by.get(name, -1) >= i for name in names if name):
+            return False
+    return True
+
+
 def topological_order(nodes: list[onnx.NodeProto], available: set[str]) -> list[int]:
     """Indices of ``nodes`` in an order where producers come first (ONNX requires it; not all files obey)."""
+    if _already_ordered(nodes):
+        return list(range(len(nodes)))
     producer: dict[str, int] = {}
     for i, node in enumerate(nodes):
         for out in node.output:

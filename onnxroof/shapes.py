@@ -121,6 +121,20 @@ def _shape_values(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -
     return values
 
 
+def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+    """The value of a small ``Constant`` node, read from its attribute (no evaluator needed)."""
+    for attr in node.attribute:
+        if attr.name == "value":
+            if attr.t.data_location == TensorProto.EXTERNAL or math.prod(attr.t.dims) > SMALL_CONSTANT_LIMIT:
+                return None
+            return numpy_helper.to_array(attr.t)
+        if attr.name in ("value_int", "value_ints"):
+            return np.array(attr.i if attr.name == "value_int" else list(attr.ints), dtype=np.int64)
+        if attr.name in ("value_float", "value_floats"):
+            return np.array(attr.f if attr.name == "value_float" else list(attr.floats), dtype=np.float32)
+    return None
+
+
 def fold_small_constants(
     model: onnx.ModelProto, base: Path | None, types: Mapping[str, onnx.TypeProto]
 ) -> tuple[onnx.ModelProto, int]:
@@ -143,6 +157,11 @@ def fold_small_constants(
             or node.op_type in _MAY_GROW
             or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
         ):
+            continue
+        if node.op_type == "Constant" and not normalize_domain(node.domain):
+            array = _constant_value(node)
+            if array is not None:
+                values[node.output[0]] = folded[node.output[0]] = array
             continue
         inputs = [n for n in node.input if n]
         if node.output[0] in shape_values or not all(n in values for n in inputs) or normalize_domain(node.domain):

@@ -138,3 +138,20 @@ def test_llama_shaped_decoder_with_gqa_and_rotary(tmp_path: Path) -> None:
     )
     matmul_macs = sum(n.macs for n in analysis.nodes if n.op_type == "MatMul")
     assert matmul_macs == config["layers"] * per_layer + tokens * h * vocab
+
+
+def test_nodes_out_of_order_fail_the_checker_naming_the_node() -> None:
+    """ONNX requires topological order; the checker refuses other files, naming the node."""
+    nodes = [
+        helper.make_node("Relu", ["a"], ["b"], name="second"),
+        helper.make_node("Relu", ["x"], ["a"], name="first"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(onnxroof.OnnxroofError, match=r"topologically sorted.*second"):
+        onnxroof.analyze(model)
