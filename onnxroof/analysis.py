@@ -20,12 +20,14 @@ import onnx
 from onnxroof.control_flow import NodeCost, cost_control_flow
 from onnxroof.cost import Cost
 from onnxroof.errors import ShapeUnknown, StrictError
+from onnxroof.grouping import build_kernels
 from onnxroof.ir import CONTROL_FLOW_OPS, ROLE_STATIC, ROLE_WEIGHT, ModelIR, OpView, build_ir
+from onnxroof.kernels import Bounds, FusionMiss, KernelResult, fused_bounds, memory_bound_share
 from onnxroof.liveness import peak_activation_memory
 from onnxroof.load import load_model
 from onnxroof.platform import Platform, load_platform
 from onnxroof.registry import ZERO_KINDS, evaluate, lookup, weight_inputs
-from onnxroof.roofline import BOUND_MEMORY, classify, precision_of, resolve_precision
+from onnxroof.roofline import classify, precision_of, resolve_precision
 
 STATE_COSTED = "costed"
 STATE_ZERO = "zero"
@@ -102,16 +104,22 @@ class Totals:
     weight_bytes: float
     bytes_read: float
     bytes_written: float
-    latency_s: float
-    compute_time_s: float  # Σ t_compute over kernels that run
-    memory_time_s: float  # Σ t_memory
-    overhead_time_s: float  # Σ launch overhead
-    memory_bound_share: float  # share of predicted time spent in memory-bound nodes
+    latency_s: float  # predicted: Σ fused kernel latencies
+    compute_time_s: float  # Σ t_compute over kernels
+    memory_time_s: float  # Σ t_memory over kernels
+    overhead_time_s: float  # Σ launch overhead over kernels
+    memory_bound_share: float  # share of predicted time spent in memory-bound kernels
     peak_activation_bytes: float
     peak_activation_node: str | None
     nodes: int
-    kernels: int  # nodes that run (costed)
+    kernels: int  # kernels launched after fusion
     states: Mapping[str, int]
+    unfused: Bounds  # every costed node its own kernel (upper bound)
+    fused: Bounds  # the fusion profile's kernels (the estimate: latency_s above)
+    ideal: Bounds  # fused, with elementwise and layout traffic free (lower bound)
+    layout_bytes: float  # bytes moved by pure copies left after fusion
+    layout_latency_s: float
+    layout_share: float  # of the fused latency
 
     @property
     def bytes(self) -> float:
@@ -144,7 +152,21 @@ class Analysis:
     op_types: tuple[OpTypeRow, ...]
     unsupported: Mapping[str, tuple[str, ...]]  # "domain::op_type" or op_type -> node ids
     warnings: tuple[str, ...]
-    graph: nx.DiGraph = field(compare=False, repr=False)
+    kernels: tuple[KernelResult, ...] = ()
+    fusion_profile: str = "none"
+    fusion_misses: tuple[FusionMiss, ...] = ()
+    graph: nx.DiGraph = field(compare=False, repr=False, default=None)
+
+    def kernel_of(self, node_id: str) -> KernelResult | None:
+        """The kernel a node runs in (None for nodes that do not run)."""
+        for kernel in self.kernels:
+            if node_id in kernel.node_ids:
+                return kernel
+        return None
+
+    def top_kernels(self, count: int) -> tuple[KernelResult, ...]:
+        ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
+        return tuple(ranked[:count])
 
     def to_dataframe(self):
         """Per-node results as a pandas DataFrame (one row per node, SI units)."""
@@ -192,12 +214,13 @@ def analyze(
     dims: Mapping[str, object] | None = None,
     precision: str | None = None,
     strict: bool = False,
+    fusion: str | None = None,
 ) -> Analysis:
     """Cost every node of ``model`` and place it on ``platform``'s roofline.
 
     ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` forces the peak used for every
     node (``fp32``/``fp16``/``bf16``/``int8``...); ``strict`` raises :class:`StrictError` when any node is
-    unsupported or has no static shape.
+    unsupported or has no static shape; ``fusion`` names the fusion profile (default: the platform's).
     """
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     if precision is not None:
@@ -260,7 +283,9 @@ def analyze(
     if strict:
         _raise_if_incomplete(results, unsupported)
 
-    totals = _totals(ir, results, node_costs)
+    profile = fusion or target.fusion_profile
+    kernels, misses = build_kernels(ir, results, node_costs, profile, target)
+    totals = _totals(ir, results, node_costs, kernels)
     summary = _model_summary(loaded, ir)
     return Analysis(
         model=summary,
@@ -271,6 +296,9 @@ def analyze(
         op_types=_op_type_rows(results, totals.latency_s),
         unsupported=MappingProxyType({k: tuple(v) for k, v in unsupported.items()}),
         warnings=tuple(warnings),
+        kernels=kernels,
+        fusion_profile=profile,
+        fusion_misses=misses,
         graph=ir.graph,
     )
 
@@ -298,13 +326,15 @@ def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, li
         raise StrictError(f"--strict: not every node could be costed: {', '.join(parts)}")
 
 
-def _totals(ir: ModelIR, results: list[NodeResult], node_costs: list[NodeCost]) -> Totals:
+def _totals(
+    ir: ModelIR, results: list[NodeResult], node_costs: list[NodeCost], kernels: tuple[KernelResult, ...]
+) -> Totals:
     weights: dict[str, tuple[float, float]] = {}  # a weight shared by several nodes counts once
     for node_cost in node_costs:
         weights.update(node_cost.weights)
     running = [r for r in results if r.state == STATE_COSTED]
-    latency = sum(r.latency_s for r in running)
-    memory_bound = sum(r.latency_s for r in running if r.bound == BOUND_MEMORY)
+    fused = fused_bounds(kernels)
+    layout = [k for k in kernels if k.layout]
     peak = peak_activation_memory(ir, lambda op: (lookup(op.domain, op.op_type) or _NO_RULE).kind == "view")
     return Totals(
         flops=sum(r.flops for r in running),
@@ -313,16 +343,26 @@ def _totals(ir: ModelIR, results: list[NodeResult], node_costs: list[NodeCost]) 
         weight_bytes=float(sum(nbytes for _, nbytes in weights.values())),
         bytes_read=sum(r.bytes_read for r in running),
         bytes_written=sum(r.bytes_written for r in running),
-        latency_s=latency,
-        compute_time_s=sum(r.t_compute_s for r in running),
-        memory_time_s=sum(r.t_memory_s for r in running),
-        overhead_time_s=sum(r.t_overhead_s for r in running),
-        memory_bound_share=memory_bound / latency if latency > 0 else 0.0,
+        latency_s=fused.latency_s,
+        compute_time_s=sum(k.t_compute_s for k in kernels),
+        memory_time_s=sum(k.t_memory_s for k in kernels),
+        overhead_time_s=sum(k.t_overhead_s for k in kernels),
+        memory_bound_share=memory_bound_share(kernels),
         peak_activation_bytes=peak.bytes,
         peak_activation_node=peak.node_id,
         nodes=len(results),
-        kernels=len(running),
+        kernels=len(kernels),
         states=MappingProxyType({s: sum(1 for r in results if r.state == s) for s in STATES}),
+        unfused=Bounds(sum(r.flops for r in running), sum(r.bytes for r in running), sum(r.latency_s for r in running)),
+        fused=fused,
+        ideal=Bounds(
+            sum(k.flops for k in kernels),
+            sum(k.ideal_bytes for k in kernels),
+            sum(k.ideal_latency_s for k in kernels),
+        ),
+        layout_bytes=sum(k.bytes for k in layout),
+        layout_latency_s=sum(k.latency_s for k in layout),
+        layout_share=sum(k.latency_s for k in layout) / fused.latency_s if fused.latency_s > 0 else 0.0,
     )
 
 

@@ -75,6 +75,10 @@ def platform_dict(analysis: Analysis) -> dict[str, Any]:
     }
 
 
+def _bounds(bounds) -> dict[str, float]:
+    return {"flops": bounds.flops, "bytes": bounds.bytes, "latency_s": bounds.latency_s}
+
+
 def to_dict(analysis: Analysis) -> dict[str, Any]:
     """The stable JSON document (see docs/json-schema.md)."""
     m, t = analysis.model, analysis.totals
@@ -112,8 +116,21 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "nodes": t.nodes,
             "kernels": t.kernels,
             "states": dict(t.states),
+            "unfused": _bounds(t.unfused),
+            "fused": _bounds(t.fused),
+            "ideal": _bounds(t.ideal),
+            "layout_bytes": t.layout_bytes,
+            "layout_latency_s": t.layout_latency_s,
+            "layout_share": t.layout_share,
         },
         "nodes": [_node(n) for n in analysis.nodes],
+        "kernels": [{key: _finite(value) for key, value in k.to_dict().items()} for k in analysis.kernels],
+        "fusion": {
+            "profile": analysis.fusion_profile,
+            "misses": [
+                {"pattern": m.pattern, "nodes": list(m.node_ids), "reason": m.reason} for m in analysis.fusion_misses
+            ],
+        },
         "op_types": [
             {
                 "op_type": r.op_type,

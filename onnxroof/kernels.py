@@ -1,0 +1,135 @@
+"""Kernels on the roofline: what a runtime launches, placed and summed.
+
+The fusion pass (:mod:`onnxroof.fusion`) groups costed nodes into kernels; this module places each kernel on
+the platform's roofline and computes the three totals every report shows:
+
+* **unfused** — every costed node its own kernel (an upper bound: no runtime fuses nothing);
+* **fused** — the kernels of the target runtime's fusion profile (the estimate);
+* **ideal** — the fused kernels with all elementwise and layout traffic free, and no launch for kernels
+  left with nothing to move (a lower bound).
+
+Layout traffic is the bytes and time of kernels that are pure copies (Transpose, Concat, Slice, Pad...)
+left after fusion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from onnxroof.cost import Cost
+from onnxroof.platform import Platform
+from onnxroof.roofline import BOUND_MEMORY, classify
+
+
+@dataclass(frozen=True, slots=True)
+class KernelResult:
+    """One kernel: its member nodes, its cost (only what crosses its boundary) and its roofline point."""
+
+    id: str
+    pattern: str  # fusion pattern name, or "single" for a node run alone
+    node_ids: tuple[str, ...]  # members in topological order; the first is the anchor
+    op_types: tuple[str, ...]
+    folded_nodes: tuple[str, ...]  # members whose FLOPs and parameters fold away (e.g. a BatchNorm)
+    layout: bool  # a pure copy left after fusion: layout traffic
+    precision: str
+    flops: float
+    macs: float
+    bytes_read: float
+    bytes_written: float
+    params: float
+    intensity: float
+    peak_flops: float
+    ridge: float
+    attainable_flops: float
+    t_compute_s: float
+    t_memory_s: float
+    t_overhead_s: float
+    latency_s: float
+    bound: str
+    ideal_bytes: float  # this kernel's traffic in the ideal total
+    ideal_latency_s: float  # this kernel's time in the ideal total
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.__slots__}
+        for name in ("node_ids", "op_types", "folded_nodes"):
+            data[name] = list(data[name])
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """One of the three totals."""
+
+    flops: float
+    bytes: float
+    latency_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class FusionMiss:
+    """A fusion candidate that did not fuse, and why."""
+
+    pattern: str
+    node_ids: tuple[str, ...]
+    reason: str
+
+
+def place_kernel(
+    kernel_id: str,
+    pattern: str,
+    node_ids: tuple[str, ...],
+    op_types: tuple[str, ...],
+    cost: Cost,
+    ideal: Cost,
+    *,
+    layout: bool,
+    folded: tuple[str, ...],
+    platform: Platform,
+    precision: str,
+    launches: int = 1,
+) -> KernelResult:
+    """Classify a kernel's fused cost, and its ideal cost (no launch when nothing is left to move)."""
+    point = classify(cost, platform, precision, launches=launches)
+    if ideal.bytes > 0:
+        ideal_latency = classify(ideal, platform, precision, launches=launches).latency
+    else:
+        ideal_latency = ideal.flops / platform.peak(precision)
+    return KernelResult(
+        id=kernel_id,
+        pattern=pattern,
+        node_ids=node_ids,
+        op_types=op_types,
+        folded_nodes=folded,
+        layout=layout,
+        precision=precision,
+        flops=cost.flops,
+        macs=cost.macs,
+        bytes_read=cost.bytes_read,
+        bytes_written=cost.bytes_written,
+        params=cost.params,
+        intensity=point.intensity,
+        peak_flops=point.peak_flops,
+        ridge=point.ridge,
+        attainable_flops=point.attainable_flops,
+        t_compute_s=point.t_compute,
+        t_memory_s=point.t_memory,
+        t_overhead_s=point.t_overhead,
+        latency_s=point.latency,
+        bound=point.bound,
+        ideal_bytes=ideal.bytes,
+        ideal_latency_s=ideal_latency,
+    )
+
+
+def fused_bounds(kernels: tuple[KernelResult, ...]) -> Bounds:
+    return Bounds(sum(k.flops for k in kernels), sum(k.bytes for k in kernels), sum(k.latency_s for k in kernels))
+
+
+def memory_bound_share(kernels: tuple[KernelResult, ...]) -> float:
+    total = sum(k.latency_s for k in kernels)
+    return sum(k.latency_s for k in kernels if k.bound == BOUND_MEMORY) / total if total > 0 else 0.0
