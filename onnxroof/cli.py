@@ -35,6 +35,7 @@ class ReportFormat(StrEnum):
     table = "table"
     json = "json"
     csv = "csv"
+    html = "html"
 
 
 class ListFormat(StrEnum):
@@ -42,7 +43,13 @@ class ListFormat(StrEnum):
     json = "json"
 
 
-_SUFFIX_FORMATS = {".json": ReportFormat.json, ".csv": ReportFormat.csv, ".txt": ReportFormat.table}
+_SUFFIX_FORMATS = {
+    ".json": ReportFormat.json,
+    ".csv": ReportFormat.csv,
+    ".txt": ReportFormat.table,
+    ".html": ReportFormat.html,
+    ".htm": ReportFormat.html,
+}
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -133,6 +140,10 @@ DimOption = Annotated[
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")]
+FusionOption = Annotated[
+    str | None,
+    typer.Option("--fusion", help="Fusion profile: ort-cpu, tensorrt or none (default: the platform's)."),
+]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
 
 
@@ -153,6 +164,10 @@ def report(
     strict: Annotated[
         bool, typer.Option(help="Fail (exit 2) if any node is unsupported or has no static shape.")
     ] = False,
+    fusion: FusionOption = None,
+    explain_fusion: Annotated[
+        bool, typer.Option("--explain-fusion", help="List every fusion candidate that did not fuse, and why.")
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Cost every operator of MODEL and place it on the platform's roofline."""
@@ -164,15 +179,24 @@ def report(
     with _errors(debug):
         chosen = output_format or (_SUFFIX_FORMATS.get(output.suffix.lower()) if output else None) or ReportFormat.table
         analysis = analyze(
-            model, platform=platform, dims=parse_dim_bindings(dim or []), precision=precision, strict=strict
+            model,
+            platform=platform,
+            dims=parse_dim_bindings(dim or []),
+            precision=precision,
+            strict=strict,
+            fusion=fusion,
         )
         render_warnings(analysis.warnings, Console(stderr=True, highlight=False))
         if chosen is ReportFormat.json:
             _emit(render_json(analysis), output)
         elif chosen is ReportFormat.csv:
             _emit(render_csv(analysis), output)
+        elif chosen is ReportFormat.html:
+            from onnxroof.report.html import render_html
+
+            _emit(render_html(analysis), output)
         else:
-            _emit(lambda console: render_console(analysis, console, top), output)
+            _emit(lambda console: render_console(analysis, console, top, explain_fusion), output)
 
 
 @app.command()
@@ -200,6 +224,10 @@ def rules(debug: DebugOption = False) -> None:
 
     with _errors(debug):
         _emit(lambda console: render_rules_table(all_rules(), console), None)
+
+
+# Command groups that live in their own modules register themselves on `app` when imported.
+from onnxroof import cli_gate, cli_reports  # noqa: E402, F401
 
 
 def main() -> None:

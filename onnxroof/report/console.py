@@ -115,7 +115,7 @@ def unsupported_text(analysis: Analysis) -> Text:
     return text
 
 
-def render_console(analysis: Analysis, console: Console, top: int = 15) -> None:
+def render_console(analysis: Analysis, console: Console, top: int = 15, explain_fusion: bool = False) -> None:
     model = analysis.model
     dims = ", ".join(f"{k}={v}" for k, v in model.dims.items()) or "none"
     header = Text.assemble(
@@ -129,8 +129,25 @@ def render_console(analysis: Analysis, console: Console, top: int = 15) -> None:
     console.print(top_table(analysis, top, console.width))
     console.print(op_type_table(analysis))
     console.print(unsupported_text(analysis))
+    if explain_fusion:
+        console.print(fusion_misses_table(analysis))
 
 
 def render_warnings(warnings: tuple[str, ...], console: Console) -> None:
     for warning in warnings:
         console.print(Text("warning: ", style="yellow") + Text(warning))
+
+
+def fusion_misses_table(analysis: Analysis) -> Table:
+    table = Table(
+        title=f"Fusion candidates that did not fuse (profile {analysis.fusion_profile})",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    for name in ("pattern", "nodes", "reason"):
+        table.add_column(name, overflow="fold")
+    for miss in analysis.fusion_misses:
+        table.add_row(Text(miss.pattern), Text(", ".join(miss.node_ids)), Text(miss.reason))
+    if not analysis.fusion_misses:
+        table.add_row("–", "–", "every candidate fused")
+    return table

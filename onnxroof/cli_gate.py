@@ -1,0 +1,1 @@
+"""CLI commands for pre-deployment gatekeeping (check, diff); registered on the main app when imported."""

@@ -1,0 +1,1 @@
+"""CLI commands for visual reports (plot, graph); registered on the main app when imported."""
