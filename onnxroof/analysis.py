@@ -20,9 +20,10 @@ import onnx
 from onnxroof.control_flow import NodeCost, cost_control_flow
 from onnxroof.cost import Cost
 from onnxroof.errors import ShapeUnknown, StrictError
+from onnxroof.fusion import Miss
 from onnxroof.grouping import build_kernels
 from onnxroof.ir import CONTROL_FLOW_OPS, ROLE_STATIC, ROLE_WEIGHT, ModelIR, OpView, build_ir
-from onnxroof.kernels import Bounds, FusionMiss, KernelResult, fused_bounds, memory_bound_share
+from onnxroof.kernels import Bounds, KernelResult, fused_bounds, memory_bound_share
 from onnxroof.liveness import peak_activation_memory
 from onnxroof.load import load_model
 from onnxroof.platform import Platform, load_platform
@@ -154,7 +155,7 @@ class Analysis:
     warnings: tuple[str, ...]
     kernels: tuple[KernelResult, ...] = ()
     fusion_profile: str = "none"
-    fusion_misses: tuple[FusionMiss, ...] = ()
+    fusion_misses: tuple[Miss, ...] = ()
     graph: nx.DiGraph = field(compare=False, repr=False, default=None)
 
     def kernel_of(self, node_id: str) -> KernelResult | None:
@@ -293,7 +294,7 @@ def analyze(
         precision_override=precision,
         nodes=tuple(results),
         totals=totals,
-        op_types=_op_type_rows(results, totals.latency_s),
+        op_types=_op_type_rows(results, kernels, totals.latency_s),
         unsupported=MappingProxyType({k: tuple(v) for k, v in unsupported.items()}),
         warnings=tuple(warnings),
         kernels=kernels,
@@ -373,10 +374,21 @@ class _NoRule:
 _NO_RULE = _NoRule()
 
 
-def _op_type_rows(results: list[NodeResult], total_latency: float) -> tuple[OpTypeRow, ...]:
+def _op_type_rows(
+    results: list[NodeResult], kernels: tuple[KernelResult, ...], total_latency: float
+) -> tuple[OpTypeRow, ...]:
+    """Per op type: node counts, FLOPs, bytes and params summed over its nodes (unfused); time = the predicted
+    time of the kernels anchored on nodes of that type (a Conv+BN+Relu kernel counts as Conv time), so the
+    shares add up to the fused estimate."""
     groups: dict[tuple[str, str], list[NodeResult]] = {}
     for r in results:
         groups.setdefault((r.domain, r.op_type), []).append(r)
+    by_id = {r.id: r for r in results}
+    kernel_time: dict[tuple[str, str], float] = {}
+    for kernel in kernels:
+        anchor = by_id[kernel.node_ids[0]]
+        key = (anchor.domain, anchor.op_type)
+        kernel_time[key] = kernel_time.get(key, 0.0) + kernel.latency_s
     rows = [
         OpTypeRow(
             op_type=op_type,
@@ -386,8 +398,8 @@ def _op_type_rows(results: list[NodeResult], total_latency: float) -> tuple[OpTy
             macs=sum(m.macs for m in members),
             bytes=sum(m.bytes for m in members),
             params=sum(m.params for m in members),
-            latency_s=sum(m.latency_s for m in members),
-            share=sum(m.latency_s for m in members) / total_latency if total_latency > 0 else 0.0,
+            latency_s=kernel_time.get((domain, op_type), 0.0),
+            share=kernel_time.get((domain, op_type), 0.0) / total_latency if total_latency > 0 else 0.0,
         )
         for (domain, op_type), members in groups.items()
     ]

@@ -70,15 +70,6 @@ class Bounds:
     latency_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class FusionMiss:
-    """A fusion candidate that did not fuse, and why."""
-
-    pattern: str
-    node_ids: tuple[str, ...]
-    reason: str
-
-
 def place_kernel(
     kernel_id: str,
     pattern: str,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from onnxroof.analysis import Analysis
+from onnxroof.findings import Finding, find
 from onnxroof.report.units import percent, seconds, si
 
 
@@ -30,9 +32,17 @@ def summary_table(analysis: Analysis) -> Table:
         ("Predicted latency", seconds(t.latency_s), "Params", si(t.params)),
         ("Memory-bound share", percent(t.memory_bound_share), "Weights", si(t.weight_bytes, "B")),
         ("FLOPs", si(t.flops), "MACs", si(t.macs)),
-        ("Bytes moved", si(t.bytes, "B"), "Peak activations", si(t.peak_activation_bytes, "B")),
+        ("Bytes moved", si(t.fused.bytes, "B"), "Peak activations", si(t.peak_activation_bytes, "B")),
         ("Compute time", seconds(t.compute_time_s), "Memory time", seconds(t.memory_time_s)),
-        ("Launch overhead", seconds(t.overhead_time_s), "Kernels", f"{t.kernels} of {t.nodes} nodes"),
+        ("Launch overhead", seconds(t.overhead_time_s), "Kernels", f"{t.kernels} for {t.nodes} nodes"),
+        ("Unfused (upper)", seconds(t.unfused.latency_s), "Fusion profile", analysis.fusion_profile),
+        ("Ideal (lower)", seconds(t.ideal.latency_s), "Fusion saves", seconds(t.unfused.latency_s - t.fused.latency_s)),
+        (
+            "Layout traffic",
+            si(t.layout_bytes, "B"),
+            "Layout time",
+            f"{seconds(t.layout_latency_s)} ({percent(t.layout_share)})",
+        ),
         ("Bandwidth", si(p.dram_bandwidth, "B/s"), f"Ridge ({p.precisions()[0]})", f"{ridge:.3g} FLOP/B"),
     ]
     for row in rows:
@@ -40,8 +50,17 @@ def summary_table(analysis: Analysis) -> Table:
     return grid
 
 
+_SHORT_OPS = {  # display names for fused op chains
+    "BatchNormalization": "BN",
+    "LayerNormalization": "LN",
+    "InstanceNormalization": "IN",
+    "GroupNormalization": "GN",
+    "GlobalAveragePool": "GAP",
+    "Transpose": "T",
+}
+
 _TOP_COLUMNS = (  # name, justify, width
-    ("op", "left", 10),
+    ("ops", "left", 16),
     ("output", "left", 14),
     ("FLOPs", "right", 7),
     ("bytes", "right", 8),
@@ -53,31 +72,34 @@ _TOP_COLUMNS = (  # name, justify, width
 
 
 def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
-    """The nodes with the largest predicted time; the node column takes what the terminal width leaves."""
+    """The kernels with the largest predicted time (named by their anchor node); the name column takes what
+    the terminal width leaves."""
     total = analysis.totals.latency_s or 1.0
-    nodes = analysis.top_nodes(count)
+    kernels = analysis.top_kernels(count)
+    node_of = {n.id: n for n in analysis.nodes}
     columns = _TOP_COLUMNS if width >= 100 else tuple(c for c in _TOP_COLUMNS if c[0] not in ("output", "share"))
     gaps = 3 * (len(columns) + 1)  # padding and separator around each column
     room = width - gaps - sum(w for _, _, w in columns)
-    node_width = max(8, min(48, room, max((len(n.id) for n in nodes), default=8)))
+    name_width = max(8, min(48, room, max((len(k.node_ids[0]) for k in kernels), default=8)))
     table = Table(
-        title=f"Top {count} nodes by predicted time", box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1)
+        title=f"Top {count} kernels by predicted time", box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1)
     )
-    table.add_column("node", overflow="ellipsis", no_wrap=True, width=node_width)
+    table.add_column("kernel (anchor node)", overflow="ellipsis", no_wrap=True, width=name_width)
     for name, justify, column_width in columns:
         table.add_column(name, justify=justify, no_wrap=True, max_width=column_width, overflow="ellipsis")
-    for node in nodes:
+    for kernel in kernels:
+        last = node_of[kernel.node_ids[-1]]
         cells = {
-            "op": Text(node.op_type),
-            "output": Text(_shape(node.output_shapes[0] if node.output_shapes else None)),
-            "FLOPs": si(node.flops),
-            "bytes": si(node.bytes, "B"),
-            "FLOP/B": f"{node.intensity:.3g}",
-            "bound": node.bound,
-            "time": seconds(node.latency_s),
-            "share": percent(node.latency_s / total),
+            "ops": Text("+".join(_SHORT_OPS.get(op, op) for op in kernel.op_types)),
+            "output": Text(_shape(last.output_shapes[0] if last.output_shapes else None)),
+            "FLOPs": si(kernel.flops),
+            "bytes": si(kernel.bytes, "B"),
+            "FLOP/B": f"{kernel.intensity:.3g}",
+            "bound": kernel.bound,
+            "time": seconds(kernel.latency_s),
+            "share": percent(kernel.latency_s / total),
         }
-        table.add_row(Text(node.id), *(cells[name] for name, _, _ in columns))
+        table.add_row(Text(kernel.node_ids[0]), *(cells[name] for name, _, _ in columns))
     return table
 
 
@@ -115,6 +137,29 @@ def unsupported_text(analysis: Analysis) -> Text:
     return text
 
 
+_SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "note": "cyan"}
+
+
+def findings_view(findings: tuple[Finding, ...], verdicts: tuple[str, ...] | None = None) -> Group | Text:
+    """Findings, one block each: id, severity (and budget verdict), title and nodes; message; suggestion."""
+    if not findings:
+        return Text("Findings: none", style="green")
+    blocks: list[Text | Padding] = [Text(f"Findings ({len(findings)})", style="bold")]
+    for i, finding in enumerate(findings):
+        head = Text.assemble("  ", (finding.id, "bold"), " ")
+        head.append(finding.severity, style=_SEVERITY_STYLES.get(finding.severity, ""))
+        if verdicts is not None:
+            head.append(f" [{verdicts[i]}]", style="bold red" if verdicts[i] == "fail" else "dim")
+        head.append(f"  {finding.title}", style="bold")
+        more = len(finding.node_ids) - 3
+        nodes = ", ".join(finding.node_ids[:3]) + (f" and {more} more" if more > 0 else "")
+        body = Text.assemble(finding.message, "\n", ("→ " + finding.suggestion, "dim"))
+        if nodes:
+            body = Text.assemble(("nodes: " + nodes, "dim"), "\n", body)
+        blocks += [head, Padding(body, (0, 0, 0, 8))]
+    return Group(*blocks)
+
+
 def render_console(analysis: Analysis, console: Console, top: int = 15, explain_fusion: bool = False) -> None:
     model = analysis.model
     dims = ", ".join(f"{k}={v}" for k, v in model.dims.items()) or "none"
@@ -129,6 +174,7 @@ def render_console(analysis: Analysis, console: Console, top: int = 15, explain_
     console.print(top_table(analysis, top, console.width))
     console.print(op_type_table(analysis))
     console.print(unsupported_text(analysis))
+    console.print(findings_view(find(analysis)))
     if explain_fusion:
         console.print(fusion_misses_table(analysis))
 

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from onnxroof.analysis import Analysis, NodeResult
+from onnxroof.findings import find
 
 SCHEMA_VERSION = 1
 
@@ -146,6 +147,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             for r in analysis.op_types
         ],
         "unsupported": {op: {"count": len(ids), "nodes": list(ids)} for op, ids in analysis.unsupported.items()},
+        "findings": [finding.to_dict() for finding in find(analysis)],
         "warnings": list(analysis.warnings),
     }
 
