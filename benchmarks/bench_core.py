@@ -73,17 +73,36 @@ def floor(path, dims):
     return onnx.shape_inference.infer_shapes(model, data_prop=True)
 """
 
-FLOOR_SRC = _FLOOR_FUNC + """
+FLOOR_SRC = (
+    _FLOOR_FUNC
+    + """
 import json, sys
 floor(sys.argv[1], json.loads(sys.argv[2]))
 """
+)
 
-INPROC_SRC = _FLOOR_FUNC + """
+INPROC_SRC = (
+    _FLOOR_FUNC
+    + """
 import json, statistics, sys, time
 from onnxroof.analysis import analyze
 from onnxroof.report.data import render_json
 
+from onnxroof import grouping
+
 path, dims, platform, repeats = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+
+# Time the fusion pass inside analyze(): wrap the function grouping.build_kernels calls.
+fuse_calls = []
+_fuse = grouping.fuse
+
+def _timed_fuse(*args, **kwargs):
+    t0 = time.perf_counter()
+    result = _fuse(*args, **kwargs)
+    fuse_calls.append(time.perf_counter() - t0)
+    return result
+
+grouping.fuse = _timed_fuse
 
 def ours():
     t0 = time.perf_counter()
@@ -99,14 +118,16 @@ def timed_floor():
 
 first_ours, first_floor = ours(), timed_floor()  # warm-up: rule modules, platform file, caches
 analyze_s, json_s, floor_s = [], [], []
+fuse_calls.clear()
 for _ in range(repeats):
     a, j = ours()
     analyze_s.append(a)
     json_s.append(j)
     floor_s.append(timed_floor())
-print(json.dumps({"analyze_s": analyze_s, "json_s": json_s, "floor_s": floor_s,
+print(json.dumps({"analyze_s": analyze_s, "json_s": json_s, "floor_s": floor_s, "fuse_s": list(fuse_calls),
                   "first_analyze_s": first_ours[0], "first_json_s": first_ours[1], "first_floor_s": first_floor}))
 """
+)
 
 
 @dataclass
@@ -196,8 +217,18 @@ def collect_models(tmp: Path, quick: bool) -> list[Model]:
 def measure(model: Model, repeats: int, platform: str, tmp: Path) -> Result:
     result = Result(model.name, model.nodes, model.dims)
     dims_args = [arg for name, value in model.dims.items() for arg in ("--dim", f"{name}={value}")]
-    ours = [*onnxroof_command(), "report", str(model.path), "--platform", platform, *dims_args,
-            "--format", "json", "-o", str(tmp / "report.json")]
+    ours = [
+        *onnxroof_command(),
+        "report",
+        str(model.path),
+        "--platform",
+        platform,
+        *dims_args,
+        "--format",
+        "json",
+        "-o",
+        str(tmp / "report.json"),
+    ]
     floor = [sys.executable, "-c", FLOOR_SRC, str(model.path), json.dumps(model.dims)]
     log = tmp / "stderr.txt"
     for _ in range(repeats):
@@ -211,7 +242,10 @@ def measure(model: Model, repeats: int, platform: str, tmp: Path) -> Result:
         result.floor_cpu_s.append(cpu)
     inproc = subprocess.run(
         [sys.executable, "-c", INPROC_SRC, str(model.path), json.dumps(model.dims), platform, str(repeats)],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if inproc.returncode != 0:
         raise RuntimeError(f"in-process run of {model.name} failed:\n{inproc.stderr[-2000:]}")
@@ -233,13 +267,18 @@ def _mb(kib: float) -> str:
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    lines = ["| " + " | ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths,
-                                                                                                    strict=True)))
-             + " |",
-             "|" + "|".join(("-" * (w + 1) + ":") if i else ("-" * (w + 2)) for i, w in enumerate(widths)) + "|"]
+    lines = [
+        "| "
+        + " | ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths, strict=True)))
+        + " |",
+        "|" + "|".join(("-" * (w + 1) + ":") if i else ("-" * (w + 2)) for i, w in enumerate(widths)) + "|",
+    ]
     for row in rows:
-        lines.append("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                       for i, (c, w) in enumerate(zip(row, widths, strict=True))) + " |")
+        lines.append(
+            "| "
+            + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -248,30 +287,76 @@ def report(results: list[Result], repeats: int) -> str:
     for r in results:
         ow, fw = _med(r.ours_wall_s), _med(r.floor_wall_s)
         om, fm = _med(r.ours_peak_kb), _med(r.floor_peak_kb)
-        fresh_rows.append([
-            r.model, str(r.nodes),
-            f"{_ms(ow)} ({_ms(min(r.ours_wall_s))}–{_ms(max(r.ours_wall_s))})",
-            f"{_ms(fw)} ({_ms(min(r.floor_wall_s))}–{_ms(max(r.floor_wall_s))})",
-            f"{ow / fw:.2f}", _ms(_med(r.ours_cpu_s)), _ms(_med(r.floor_cpu_s)),
-            f"{_mb(om)} (max {_mb(max(r.ours_peak_kb))})", f"{_mb(fm)}", f"{om / fm:.2f}",
-        ])
+        fresh_rows.append(
+            [
+                r.model,
+                str(r.nodes),
+                f"{_ms(ow)} ({_ms(min(r.ours_wall_s))}–{_ms(max(r.ours_wall_s))})",
+                f"{_ms(fw)} ({_ms(min(r.floor_wall_s))}–{_ms(max(r.floor_wall_s))})",
+                f"{ow / fw:.2f}",
+                _ms(_med(r.ours_cpu_s)),
+                _ms(_med(r.floor_cpu_s)),
+                f"{_mb(om)} (max {_mb(max(r.ours_peak_kb))})",
+                f"{_mb(fm)}",
+                f"{om / fm:.2f}",
+            ]
+        )
         a, j, f = (_med(r.inproc[k]) for k in ("analyze_s", "json_s", "floor_s"))  # type: ignore[arg-type]
-        inproc_rows.append([
-            r.model, _ms(a), _ms(j), _ms(f), f"{a / f:.2f}", f"{(a + j) / f:.2f}",
-            _ms(float(r.inproc["first_analyze_s"])),  # type: ignore[arg-type]
-            _ms(ow - a - j), _ms(fw - f),
-        ])
+        fuse = _med(r.inproc["fuse_s"])  # type: ignore[arg-type]
+        inproc_rows.append(
+            [
+                r.model,
+                _ms(a),
+                _ms(fuse),
+                f"{100 * fuse / (a - fuse):.1f}%",
+                _ms(j),
+                _ms(f),
+                f"{a / f:.2f}",
+                f"{(a + j) / f:.2f}",
+                _ms(float(r.inproc["first_analyze_s"])),  # type: ignore[arg-type]
+                _ms(ow - a - j),
+                _ms(fw - f),
+            ]
+        )
     out = [
         f"Fresh process per run, interleaved onnxroof/floor, {repeats} repeat(s): wall ms median (min–max), "
         "CPU (user+sys) ms median, peak RSS MB median (max over runs); rusage of each child via os.wait4",
-        _table(["model", "nodes", "onnxroof CLI ms", "floor ms", "time ×", "CLI CPU ms", "floor CPU ms",
-                "onnxroof MB", "floor MB", "mem ×"], fresh_rows),
+        _table(
+            [
+                "model",
+                "nodes",
+                "onnxroof CLI ms",
+                "floor ms",
+                "time ×",
+                "CLI CPU ms",
+                "floor CPU ms",
+                "onnxroof MB",
+                "floor MB",
+                "mem ×",
+            ],
+            fresh_rows,
+        ),
         "",
         f"In-process, after imports and one warm-up call, median of {repeats}: analyze() and render_json() vs "
-        "load+bind+infer_shapes; 'start-up' = fresh-process median minus in-process median (interpreter, imports, "
-        "CLI parsing, file write)",
-        _table(["model", "analyze ms", "json ms", "floor ms", "analyze ×", "+json ×", "1st analyze ms",
-                "onnxroof start-up ms", "floor start-up ms"], inproc_rows),
+        "load+bind+infer_shapes; 'fusion' = the fusion pass inside analyze() for the platform's profile, 'fusion "
+        "adds' = fusion / (analyze - fusion); 'start-up' = fresh-process median minus in-process median "
+        "(interpreter, imports, CLI parsing, file write)",
+        _table(
+            [
+                "model",
+                "analyze ms",
+                "fusion ms",
+                "fusion adds",
+                "json ms",
+                "floor ms",
+                "analyze ×",
+                "+json ×",
+                "1st analyze ms",
+                "onnxroof start-up ms",
+                "floor start-up ms",
+            ],
+            inproc_rows,
+        ),
     ]
     big = results[0]
     wall, peak = _med(big.ours_wall_s), max(big.ours_peak_kb) / 1024
@@ -300,8 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="onnxroof-bench-") as name:
         tmp = Path(name)
         models = collect_models(tmp, args.quick)
-        print(f"python {sys.version.split()[0]}, onnx {onnx.__version__}, {os.cpu_count()} CPU(s); "
-              f"{len(models)} models; platform {args.platform}", file=sys.stderr)
+        print(
+            f"python {sys.version.split()[0]}, onnx {onnx.__version__}, {os.cpu_count()} CPU(s); "
+            f"{len(models)} models; platform {args.platform}",
+            file=sys.stderr,
+        )
         # One untimed pair first: warms the page cache for the interpreter, site-packages and the model files.
         warm = models[0]
         measure(warm, 1, args.platform, tmp)
