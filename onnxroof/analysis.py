@@ -23,7 +23,7 @@ from onnxroof.errors import ShapeUnknown, StrictError
 from onnxroof.fusion import Miss
 from onnxroof.grouping import build_kernels
 from onnxroof.ir import CONTROL_FLOW_OPS, ROLE_STATIC, ROLE_WEIGHT, ModelIR, OpView, build_ir
-from onnxroof.kernels import Bounds, KernelResult, fused_bounds, memory_bound_share
+from onnxroof.kernels import Bounds, KernelResult, fused_bounds, memory_bound_share, placed_fields
 from onnxroof.liveness import peak_activation_memory
 from onnxroof.load import load_model
 from onnxroof.platform import Platform, load_platform
@@ -254,20 +254,7 @@ def analyze(
                 precision=used,
                 input_shapes=tuple(_shape_text(t.shape) if t else None for t in op.inputs),
                 output_shapes=tuple(_shape_text(t.shape) if t else None for t in op.outputs),
-                flops=cost.flops,
-                macs=cost.macs,
-                bytes_read=cost.bytes_read,
-                bytes_written=cost.bytes_written,
-                params=cost.params,
-                intensity=point.intensity,
-                peak_flops=point.peak_flops,
-                ridge=point.ridge,
-                attainable_flops=point.attainable_flops,
-                t_compute_s=point.t_compute,
-                t_memory_s=point.t_memory,
-                t_overhead_s=point.t_overhead,
-                latency_s=point.latency,
-                bound=point.bound,
+                **placed_fields(cost, point),
                 note=note,
             )
         )

@@ -19,7 +19,7 @@ from typing import Any
 
 from onnxroof.cost import Cost
 from onnxroof.platform import Platform
-from onnxroof.roofline import BOUND_MEMORY, classify
+from onnxroof.roofline import BOUND_MEMORY, RooflinePoint, classify
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,26 @@ class Bounds:
     latency_s: float
 
 
+def placed_fields(cost: Cost, point: RooflinePoint) -> dict[str, Any]:
+    """The cost and roofline fields shared by node and kernel results (same names in both)."""
+    return {
+        "flops": cost.flops,
+        "macs": cost.macs,
+        "bytes_read": cost.bytes_read,
+        "bytes_written": cost.bytes_written,
+        "params": cost.params,
+        "intensity": point.intensity,
+        "peak_flops": point.peak_flops,
+        "ridge": point.ridge,
+        "attainable_flops": point.attainable_flops,
+        "t_compute_s": point.t_compute,
+        "t_memory_s": point.t_memory,
+        "t_overhead_s": point.t_overhead,
+        "latency_s": point.latency,
+        "bound": point.bound,
+    }
+
+
 def place_kernel(
     kernel_id: str,
     pattern: str,
@@ -98,20 +118,7 @@ def place_kernel(
         folded_nodes=folded,
         layout=layout,
         precision=precision,
-        flops=cost.flops,
-        macs=cost.macs,
-        bytes_read=cost.bytes_read,
-        bytes_written=cost.bytes_written,
-        params=cost.params,
-        intensity=point.intensity,
-        peak_flops=point.peak_flops,
-        ridge=point.ridge,
-        attainable_flops=point.attainable_flops,
-        t_compute_s=point.t_compute,
-        t_memory_s=point.t_memory,
-        t_overhead_s=point.t_overhead,
-        latency_s=point.latency,
-        bound=point.bound,
+        **placed_fields(cost, point),
         ideal_bytes=ideal.bytes,
         ideal_latency_s=ideal_latency,
     )
