@@ -76,8 +76,8 @@ def _errors(debug: bool) -> Iterator[None]:
         )
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a failure never leaves a partial file.
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Write ``content`` (text as UTF-8, or bytes) to ``path`` so that a failure never leaves a partial file.
 
     A regular file (new or existing) is written through a temporary file in the same folder and renamed
     over the target; a new file gets the usual umask permissions, an existing one keeps its mode. Anything
@@ -87,17 +87,18 @@ def write_atomically(path: Path, text: str) -> None:
     path = path.expanduser()
     if path.is_dir():
         raise OnnxroofError(f"{path}: is a folder; give a file name to write to")
+    data = content.encode("utf-8") if isinstance(content, str) else content
     if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
+        with open(path, "wb") as out:
+            out.write(data)
         return
     if not path.parent.exists():
         raise OnnxroofError(f"{path}: folder '{path.parent}' does not exist")
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
