@@ -27,7 +27,7 @@ from onnxroof.kernels import Bounds, KernelResult, fused_bounds, memory_bound_sh
 from onnxroof.liveness import peak_activation_memory
 from onnxroof.load import load_model
 from onnxroof.platform import Platform, load_platform
-from onnxroof.registry import ZERO_KINDS, evaluate, lookup, weight_inputs
+from onnxroof.registry import KIND_VIEW, ZERO_KINDS, evaluate, lookup, weight_inputs
 from onnxroof.roofline import classify, precision_of, resolve_precision
 
 STATE_COSTED = "costed"
@@ -323,7 +323,7 @@ def _totals(
     running = [r for r in results if r.state == STATE_COSTED]
     fused = fused_bounds(kernels)
     layout = [k for k in kernels if k.layout]
-    peak = peak_activation_memory(ir, lambda op: (lookup(op.domain, op.op_type) or _NO_RULE).kind == "view")
+    peak = peak_activation_memory(ir, _is_view)
     return Totals(
         flops=sum(r.flops for r in running),
         macs=sum(r.macs for r in running),
@@ -354,11 +354,9 @@ def _totals(
     )
 
 
-class _NoRule:
-    kind = ""
-
-
-_NO_RULE = _NoRule()
+def _is_view(op: OpView) -> bool:
+    entry = lookup(op.domain, op.op_type)
+    return entry is not None and entry.kind == KIND_VIEW
 
 
 def _op_type_rows(
