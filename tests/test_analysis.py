@@ -155,3 +155,16 @@ def test_nodes_out_of_order_fail_the_checker_naming_the_node() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(onnxroof.OnnxroofError, match=r"topologically sorted.*second"):
         onnxroof.analyze(model)
+
+
+def test_analysis_restores_the_garbage_collector_state() -> None:
+    import gc
+
+    was = gc.isenabled()
+    try:
+        for state in (True, False):
+            (gc.enable if state else gc.disable)()
+            onnxroof.analyze("samples/tiny_cnn.onnx", dims={"batch": 1})
+            assert gc.isenabled() is state
+    finally:
+        (gc.enable if was else gc.disable)()
