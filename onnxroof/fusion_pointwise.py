@@ -19,6 +19,11 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     producer (views resolved) depends on G: otherwise the fused kernel would both feed and wait for it.
     """
     g = state.g
+    candidates_left = {
+        id(u) for u in state.unit_of.values() if not u.folded and all(n in g.elementwise for n in u.nodes)
+    }
+    if len(candidates_left) < 2:  # nothing could merge: skip building the block graph
+        return
     block: dict[str, object] = {op.id: state.unit_of.get(op.id) or op.id for op in g.ir.ops}
     preds: dict[object, list[object]] = {b: [] for b in block.values()}
     for name, readers in g.consumers.items():  # every data edge, implicit reads by If/Loop bodies included
