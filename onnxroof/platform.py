@@ -5,8 +5,18 @@ One TOML file per platform (the bundled ones live in ``platforms/``, installed a
 so that no number travels without the place it came from. Units are in the key names and are decimal SI:
 ``peak_tflops`` (TFLOP/s, or TOPS for integer precisions; dense, with 2:4-sparse peaks kept apart in
 ``sparse_peak_tflops``), ``dram_bandwidth_gbps`` (GB/s = 1e9 B/s), ``capacity_gb`` (1e9 B), ``onchip_mb``
-(1e6 B), ``tdp_w`` and ``launch_overhead_us``. :class:`Platform` holds the same figures in base SI units
-(FLOP/s, B/s, bytes, seconds).
+(1e6 B), ``tdp_w``, ``launch_overhead_us`` and ``run_overhead_us``. :class:`Platform` holds the same figures in
+base SI units (FLOP/s, B/s, bytes, seconds).
+
+Files written by ``onnxroof calibrate`` (``measured = true``) may also hold:
+
+* ``[measurement]``: free-form facts about the measurement (``date``, ``onnxruntime``, ``onnxroof``, ``threads``,
+  ``cpu``, ``quick``, ``duration_s``, ``bandwidth_sweep``): strings, numbers or booleans, no sources;
+* ``[memory] cache_levels``: an empirical memory hierarchy, a list of inline tables
+  ``{ size_mb = <number > 0>, bandwidth_gbps = <number > 0>, source = "<text>" }`` in increasing size: a kernel
+  whose working set fits in ``size_mb`` is costed at that level's bandwidth instead of DRAM's;
+* ``[efficiency]``: FRAME-style derating per op class (see :data:`EFFICIENCY_CLASSES`), each a figure whose value
+  lies in (0, 1]: the share of the roofline that kernels of that class attain.
 
 Loading validates strictly: an unknown key, a missing required key, a figure without a source or with a
 value that is not a positive finite number, or a bad ``kind`` / ``fusion_profile`` raises
@@ -33,6 +43,33 @@ PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "i
 """Precision keys a platform may give a peak for, in display order."""
 KINDS: tuple[str, ...] = ("gpu", "cpu", "accelerator")
 FUSION_PROFILES: tuple[str, ...] = ("tensorrt", "ort-cpu", "none")
+EFFICIENCY_CLASSES: tuple[str, ...] = (
+    "matmul",
+    "conv",
+    "depthwise",
+    "elementwise",
+    "activation",
+    "normalization",
+    "lrn",
+    "softmax",
+    "pooling",
+    "reduction",
+    "movement",
+    "indexing",
+    "recurrent",
+    "other",
+)
+"""Op classes an ``[efficiency]`` table may derate (see :func:`onnxroof.roofline.op_class`)."""
+MEASUREMENT_KEYS: tuple[str, ...] = (
+    "date",
+    "onnxruntime",
+    "onnxroof",
+    "threads",
+    "cpu",
+    "quick",
+    "duration_s",
+    "bandwidth_sweep",
+)
 
 _TOP_KEYS = frozenset(
     {
@@ -49,6 +86,8 @@ _TOP_KEYS = frozenset(
         "memory",
         "power",
         "runtime",
+        "measurement",
+        "efficiency",
     }
 )
 _TABLE_KEYS: dict[str, frozenset[str]] = {
@@ -56,10 +95,24 @@ _TABLE_KEYS: dict[str, frozenset[str]] = {
     "sparse_peak_tflops": frozenset(PRECISIONS),
     "memory": frozenset({"dram_bandwidth_gbps", "capacity_gb", "onchip_mb"}),
     "power": frozenset({"tdp_w"}),
-    "runtime": frozenset({"launch_overhead_us"}),
+    "runtime": frozenset({"launch_overhead_us", "run_overhead_us"}),
+    "efficiency": frozenset(EFFICIENCY_CLASSES),
 }
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_CACHE_LEVEL_KEYS = frozenset({"size_mb", "bandwidth_gbps", "source"})
 _FIGURE_KEYS = frozenset({"value", "source"})
 _BUNDLED_PACKAGE = "onnxroof.platforms"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLevel:
+    """One level of an empirical memory hierarchy: working sets up to ``size`` bytes stream at ``bandwidth``."""
+
+    size: float
+    """Largest working set measured at this bandwidth, bytes."""
+    bandwidth: float
+    """B/s."""
+    source: str
 
 
 @dataclass(frozen=True)
@@ -91,6 +144,14 @@ class Platform:
     notes: str = ""
     measured: bool = False
     """True for files calibrated from measurements rather than datasheets."""
+    measurement: Mapping[str, str | int | float | bool] = field(default_factory=lambda: _EMPTY, hash=False)
+    """Facts about the measurement (``[measurement]``: date, onnxruntime version, threads, CPU...)."""
+    cache_levels: tuple[CacheLevel, ...] = ()
+    """Empirical cache levels in increasing size (``[memory] cache_levels``); empty: DRAM only."""
+    efficiency: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
+    """Op class to the share of the roofline its kernels attain, in (0, 1] (``[efficiency]``); absent: 1."""
+    run_overhead_s: float = 0.0
+    """Fixed cost per inference call (``runtime.run_overhead_us``), seconds; 0 when not given."""
 
     def precisions(self) -> tuple[str, ...]:
         """The precisions with a dense peak, in :data:`PRECISIONS` order."""
@@ -109,6 +170,17 @@ class Platform:
     def ridge(self, precision: str) -> float:
         """Ridge point (FLOP/byte) for ``precision``: dense peak ÷ DRAM bandwidth."""
         return self.peak(precision) / self.dram_bandwidth
+
+    def bandwidth_for(self, working_set: float) -> tuple[float, str]:
+        """(bandwidth B/s, level name) for a kernel moving ``working_set`` bytes.
+
+        The smallest cache level whose size holds the working set (named ``L1``, ``L2``... in order of the
+        ``cache_levels`` list), else DRAM (``"dram"``).
+        """
+        for number, level in enumerate(self.cache_levels, start=1):
+            if working_set <= level.size:
+                return level.bandwidth, f"L{number}"
+        return self.dram_bandwidth, "dram"
 
 
 def load_platform(name_or_path: str | os.PathLike[str]) -> Platform:
@@ -215,6 +287,7 @@ def _parse(data: bytes, *, label: str, origin: str, stem: str | None) -> Platfor
 
     sources: dict[str, str] = {}
     figures: dict[str, dict[str, float]] = {}
+    raw_levels: Any = None
     for table, allowed in _TABLE_KEYS.items():
         raw = doc.get(table, {})
         if not isinstance(raw, dict):
@@ -222,9 +295,18 @@ def _parse(data: bytes, *, label: str, origin: str, stem: str | None) -> Platfor
         figures[table] = {}
         for key, fig in raw.items():
             dotted = f"{table}.{key}"
+            if table == "memory" and key == "cache_levels":
+                raw_levels = fig
+                continue
             if key not in allowed:
-                raise _fail(label, dotted, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+                extra = ["cache_levels"] if table == "memory" else []
+                raise _fail(label, dotted, f"unknown key (allowed: {', '.join(sorted([*allowed, *extra]))})")
             figures[table][key], sources[dotted] = _figure(fig, dotted, label)
+    for key, value in figures["efficiency"].items():
+        if value > 1:
+            raise _fail(label, f"efficiency.{key}", f"value must lie in (0, 1], got {_show(value)}")
+    cache_levels = _cache_levels(raw_levels, label, sources) if raw_levels is not None else ()
+    measurement = _measurement(doc.get("measurement", {}), label)
 
     peaks, memory, runtime = figures["peak_tflops"], figures["memory"], figures["runtime"]
     if not peaks:
@@ -232,6 +314,8 @@ def _parse(data: bytes, *, label: str, origin: str, stem: str | None) -> Platfor
     for table, key in (("memory", "dram_bandwidth_gbps"), ("runtime", "launch_overhead_us")):
         if key not in figures[table]:
             raise _fail(label, f"{table}.{key}", "missing required key")
+    if measurement and not measured:
+        raise _fail(label, "measurement", "only a measured platform (measured = true) has a [measurement] table")
 
     def scaled(values: Mapping[str, float], factor: float) -> Mapping[str, float]:
         return MappingProxyType({k: v * factor for k, v in values.items()})
@@ -257,7 +341,50 @@ def _parse(data: bytes, *, label: str, origin: str, stem: str | None) -> Platfor
         aliases=tuple(aliases),
         notes=notes,
         measured=measured,
+        measurement=MappingProxyType(measurement),
+        cache_levels=cache_levels,
+        efficiency=MappingProxyType(dict(figures["efficiency"])),
+        run_overhead_s=(optional("runtime", "run_overhead_us", 1e-6) or 0.0),
     )
+
+
+def _cache_levels(raw: Any, label: str, sources: dict[str, str]) -> tuple[CacheLevel, ...]:
+    """Validate ``[memory] cache_levels``: a list of ``{ size_mb, bandwidth_gbps, source }`` in increasing size."""
+    key = "memory.cache_levels"
+    if not isinstance(raw, list):
+        raise _fail(label, key, f"must be a list of {{ size_mb, bandwidth_gbps, source }} tables, got {raw!r}")
+    levels: list[CacheLevel] = []
+    for index, entry in enumerate(raw):
+        dotted = f"{key}[{index}]"
+        if not isinstance(entry, dict):
+            raise _fail(label, dotted, f"must be a table {{ size_mb, bandwidth_gbps, source }}, got {entry!r}")
+        for name in entry:
+            if name not in _CACHE_LEVEL_KEYS:
+                raise _fail(label, f"{dotted}.{name}", "unknown key (allowed: bandwidth_gbps, size_mb, source)")
+        for name in ("size_mb", "bandwidth_gbps", "source"):
+            if name not in entry:
+                raise _fail(label, f"{dotted}.{name}", "missing required key")
+        size, _ = _figure({"value": entry["size_mb"], "source": entry["source"]}, f"{dotted}.size_mb", label)
+        bandwidth, source = _figure(
+            {"value": entry["bandwidth_gbps"], "source": entry["source"]}, f"{dotted}.bandwidth_gbps", label
+        )
+        if levels and size * 1e6 <= levels[-1].size:
+            raise _fail(label, f"{dotted}.size_mb", "cache levels must be listed in increasing size")
+        levels.append(CacheLevel(size * 1e6, bandwidth * 1e9, source))
+        sources[dotted] = source
+    return tuple(levels)
+
+
+def _measurement(raw: Any, label: str) -> dict[str, str | int | float | bool]:
+    """Validate ``[measurement]``: known keys, each a string, number or boolean (no sources)."""
+    if not isinstance(raw, dict):
+        raise _fail(label, "measurement", f"must be a table, got {raw!r}")
+    for key, value in raw.items():
+        if key not in MEASUREMENT_KEYS:
+            raise _fail(label, f"measurement.{key}", f"unknown key (allowed: {', '.join(sorted(MEASUREMENT_KEYS))})")
+        if not isinstance(value, str | int | float | bool):
+            raise _fail(label, f"measurement.{key}", f"must be a string, number or boolean, got {value!r}")
+    return dict(raw)
 
 
 def _string(doc: Mapping[str, Any], key: str, label: str) -> str:

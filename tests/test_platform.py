@@ -292,3 +292,89 @@ def test_bundled_name_must_equal_file_stem() -> None:
 
     with pytest.raises(PlatformError, match=r"^platforms/other\.toml: name: must equal the file stem"):
         _parse(GOOD.encode(), label="platforms/other.toml", origin="bundled:other", stem="other")
+
+
+# --- measured platforms: [measurement], [efficiency], [memory] cache_levels, run overhead ----------------
+
+MEASURED = GOOD.replace("schema = 1\n", "schema = 1\nmeasured = true\n").replace(
+    'launch_overhead_us = { value = 5, source = "assumed for a test" }',
+    'launch_overhead_us = { value = 5, source = "assumed for a test" }\n'
+    'run_overhead_us = { value = 4, source = "measured for a test" }',
+).replace(
+    'onchip_mb = { value = 2, source = "made up for a test" }',
+    'onchip_mb = { value = 2, source = "made up for a test" }\n'
+    "cache_levels = [\n"
+    '    { size_mb = 0.5, bandwidth_gbps = 400, source = "measured for a test" },\n'
+    '    { size_mb = 2, bandwidth_gbps = 200, source = "measured for a test" },\n'
+    "]",
+) + (
+    '\n[measurement]\ndate = "2025-01-01T00:00:00+00:00"\nonnxruntime = "1.31.1"\nthreads = 2\n'
+    'cpu = "Toy CPU"\nquick = true\nduration_s = 3.5\n'
+    '\n[efficiency]\nconv = { value = 0.5, source = "measured for a test" }\n'
+    'elementwise = { value = 1, source = "measured for a test" }\n'
+)
+
+
+def test_measured_file_loads_every_table(tmp_path: Path) -> None:
+    p = load_platform(_write(tmp_path, MEASURED))
+    assert p.measured
+    assert p.measurement["threads"] == 2 and p.measurement["quick"] is True and p.measurement["cpu"] == "Toy CPU"
+    assert p.run_overhead_s == pytest.approx(4e-6)
+    assert [(lv.size, lv.bandwidth) for lv in p.cache_levels] == [(0.5e6, 400e9), (2e6, 200e9)]
+    assert dict(p.efficiency) == {"conv": 0.5, "elementwise": 1.0}
+    assert p.sources["efficiency.conv"] == "measured for a test"
+    assert p.sources["memory.cache_levels[1]"] == "measured for a test"
+    assert hash(p) == hash(load_platform(tmp_path / "toy.toml"))  # measured extras keep it hashable
+
+
+def test_bandwidth_for_picks_the_smallest_level_that_holds_the_working_set(tmp_path: Path) -> None:
+    p = load_platform(_write(tmp_path, MEASURED))
+    assert p.bandwidth_for(1e5) == (400e9, "L1")
+    assert p.bandwidth_for(0.5e6) == (400e9, "L1")
+    assert p.bandwidth_for(1e6) == (200e9, "L2")
+    assert p.bandwidth_for(3e6) == (100e9, "dram")
+    assert load_platform("xavier").bandwidth_for(1.0) == (load_platform("xavier").dram_bandwidth, "dram")
+
+
+def test_datasheet_platforms_have_no_measured_extras() -> None:
+    for p in bundled_platforms():
+        assert not p.cache_levels and not p.efficiency and not p.measurement and p.run_overhead_s == 0.0
+
+
+MEASURED_BAD_CASES = {
+    "measurement without measured": (MEASURED.replace("measured = true\n", ""), "measurement"),
+    "unknown measurement key": (MEASURED.replace('cpu = "Toy CPU"', 'cpu = "Toy CPU"\ncolour = "red"'),
+                                "measurement.colour"),
+    "measurement value not scalar": (MEASURED.replace("threads = 2", "threads = [2]"), "measurement.threads"),
+    "efficiency above one": (MEASURED.replace("conv = { value = 0.5", "conv = { value = 1.5"), "efficiency.conv"),
+    "efficiency zero": (MEASURED.replace("conv = { value = 0.5", "conv = { value = 0"), "efficiency.conv"),
+    "unknown efficiency class": (MEASURED.replace("conv = { value = 0.5", "convolution = { value = 0.5"),
+                                 "efficiency.convolution"),
+    "efficiency without source": (MEASURED.replace('conv = { value = 0.5, source = "measured for a test" }',
+                                                   "conv = { value = 0.5 }"), "efficiency.conv.source"),
+    "cache levels not a list": (MEASURED[: MEASURED.index("cache_levels")] + "cache_levels = 3\n"
+                                + MEASURED[MEASURED.index("]\n", MEASURED.index("cache_levels")) + 2:],
+                                "memory.cache_levels"),
+    "cache level decreasing": (MEASURED.replace("size_mb = 2,", "size_mb = 0.25,"), "memory.cache_levels[1].size_mb"),
+    "cache level unknown key": (MEASURED.replace("size_mb = 0.5,", "size_mb = 0.5, ways = 8,"),
+                                "memory.cache_levels[0].ways"),
+    "cache level missing source": (
+        MEASURED.replace('{ size_mb = 0.5, bandwidth_gbps = 400, source = "measured for a test" }',
+                         "{ size_mb = 0.5, bandwidth_gbps = 400 }"), "memory.cache_levels[0].source"),
+    "cache level negative bandwidth": (MEASURED.replace("bandwidth_gbps = 400", "bandwidth_gbps = -4"),
+                                       "memory.cache_levels[0].bandwidth_gbps"),
+    "run overhead zero": (MEASURED.replace("run_overhead_us = { value = 4", "run_overhead_us = { value = 0"),
+                          "runtime.run_overhead_us"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MEASURED_BAD_CASES))
+def test_bad_measured_file_raises_one_line_naming_file_and_key(tmp_path: Path, case: str) -> None:
+    text, key = MEASURED_BAD_CASES[case]
+    path = _write(tmp_path, text)
+    with pytest.raises(PlatformError) as info:
+        load_platform(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    assert f": {key}: " in message, message

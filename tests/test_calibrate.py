@@ -1,0 +1,223 @@
+"""``onnxroof calibrate``: a quick calibration writes a valid, plausible, fully sourced measured platform; the
+hierarchy and efficiency derivations and the roofline's new factors follow their documented formulas."""
+
+from __future__ import annotations
+
+import math
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from onnxroof.calibrate import Figure, Timing, _hierarchy, _probes, stream_probe, tiny_probe
+from onnxroof.cli import app
+from onnxroof.cost import Cost
+from onnxroof.platform import EFFICIENCY_CLASSES, load_platform
+from onnxroof.roofline import classify, kernel_op_class, op_class
+
+QUICK_LIMIT_S = 15.0
+
+
+@pytest.fixture(scope="module")
+def quick_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, str]:
+    path = tmp_path_factory.mktemp("calibrate") / "host.toml"
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, ["calibrate", "--quick", "-o", str(path)])
+    elapsed = time.perf_counter() - started
+    assert result.exit_code == 0, result.output
+    return path, elapsed, result.output
+
+
+def test_quick_calibration_is_quick(quick_file: tuple[Path, float, str]) -> None:
+    _, elapsed, _ = quick_file
+    assert elapsed < QUICK_LIMIT_S
+
+
+def test_quick_calibration_writes_a_valid_measured_platform(quick_file: tuple[Path, float, str]) -> None:
+    path, _, output = quick_file
+    platform = load_platform(path)
+    assert platform.measured and platform.kind == "cpu" and platform.fusion_profile == "ort-cpu"
+    assert platform.peak("fp32") > 0 and platform.dram_bandwidth > 0
+    ridge = platform.ridge("fp32")
+    assert math.isfinite(ridge) and ridge > 0
+    assert 0 < platform.launch_overhead_s < 1e-3
+    assert 0 < platform.run_overhead_s < 1e-2
+    for key in ("date", "onnxruntime", "threads", "cpu", "quick"):
+        assert key in platform.measurement, key
+    assert platform.measurement["quick"] is True
+    assert platform.measurement["threads"] >= 1
+    assert "calibrated figures" in output.lower() or "peak fp32" in output
+
+
+def test_plausible_figures(quick_file: tuple[Path, float, str]) -> None:
+    platform = load_platform(quick_file[0])
+    assert 1e8 < platform.peak("fp32") < 1e15  # between 0.1 GFLOP/s and 1 PFLOP/s
+    assert 1e8 < platform.dram_bandwidth < 1e13
+    sizes = [level.size for level in platform.cache_levels]
+    assert sizes == sorted(sizes) and len(sizes) <= 3
+    for level in platform.cache_levels:
+        assert level.bandwidth > platform.dram_bandwidth
+    assert platform.efficiency
+    for cls, value in platform.efficiency.items():
+        assert cls in EFFICIENCY_CLASSES and 0 < value <= 1
+
+
+def test_every_figure_says_how_it_was_measured(quick_file: tuple[Path, float, str]) -> None:
+    path = quick_file[0]
+    platform = load_platform(path)
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    figures = {f"{t}.{k}" for t, body in doc.items() if t != "measurement" and isinstance(body, dict) for k in body}
+    figures.discard("memory.cache_levels")
+    figures |= {f"memory.cache_levels[{i}]" for i in range(len(platform.cache_levels))}
+    assert set(platform.sources) == figures
+    for key, source in platform.sources.items():
+        assert source.startswith("measured"), key
+        assert "\n" not in source
+
+
+def test_stdout_without_output_file() -> None:
+    from onnxroof.calibrate import Calibration
+
+    fake = _fake_calibration()
+    text = fake.to_toml()
+    assert text.startswith("# Written by `onnxroof calibrate`")
+    assert isinstance(fake, Calibration)
+
+
+def test_toml_round_trip(tmp_path: Path) -> None:
+    fake = _fake_calibration()
+    path = tmp_path / "fake.toml"
+    path.write_text(fake.to_toml(), encoding="utf-8")
+    platform = load_platform(path)
+    assert platform.peak("fp32") == pytest.approx(2e11, rel=1e-5)
+    assert platform.dram_bandwidth == pytest.approx(30e9, rel=1e-5)
+    assert [(lv.size, lv.bandwidth) for lv in platform.cache_levels] == [
+        (pytest.approx(2e6, rel=1e-5), pytest.approx(150e9, rel=1e-5))
+    ]
+    assert platform.efficiency["conv"] == pytest.approx(0.5)
+    assert platform.launch_overhead_s == pytest.approx(0.25e-6, rel=1e-5)
+    assert platform.run_overhead_s == pytest.approx(4e-6, rel=1e-5)
+    assert platform.measurement["cpu"] == 'A "quoted" CPU'
+
+
+def _fake_calibration():
+    from onnxroof.calibrate import Calibration
+
+    timing = Timing(1e-3, 1e-3, 1e-3, 10, 1)
+    return Calibration(
+        name="fake",
+        cpu='A "quoted" CPU',
+        threads=2,
+        onnxruntime="1.31.1",
+        date="2025-01-01T00:00:00+00:00",
+        quick=True,
+        duration_s=1.0,
+        peaks={"fp32": Figure(2e11, "measured: test")},
+        dram_bandwidth=Figure(30e9, "measured: test"),
+        cache_levels=((2e6, Figure(150e9, "measured: test")),),
+        launch_overhead=Figure(0.25e-6, "measured: test"),
+        run_overhead=Figure(4e-6, "measured: test"),
+        efficiency={"conv": Figure(0.5, "measured: test")},
+        sweep=((2e6, 150e9, timing), (64e6, 30e9, timing)),
+        probes=(),
+    )
+
+
+# --- derivations -------------------------------------------------------------------------------------------
+
+
+def _sweep(points: list[tuple[float, float]]):
+    timing = Timing(1e-3, 1e-3, 1e-3, 10, 1)
+    return [(ws, bw * 1e9, timing) for ws, bw in points]
+
+
+def test_hierarchy_finds_plateaus_above_dram() -> None:
+    points = [(64e3, 60), (256e3, 110), (1e6, 105), (4e6, 100), (16e6, 60), (32e6, 55), (64e6, 20), (256e6, 18)]
+    dram, levels = _hierarchy(_sweep(points), "2 threads")
+    assert dram.value == pytest.approx(19e9)
+    assert [(size, round(f.value / 1e9)) for size, f in levels] == [(4e6, 105), (32e6, 58)]
+    for _, figure in levels:
+        assert figure.source.startswith("measured")
+
+
+def test_hierarchy_without_cache_effects_is_dram_only() -> None:
+    dram, levels = _hierarchy(_sweep([(1e6, 20), (16e6, 21), (64e6, 20), (256e6, 19)]), "1 thread")
+    assert levels == () and dram.value == pytest.approx(19.5e9)
+
+
+def test_hierarchy_keeps_at_most_three_levels() -> None:
+    points = [(64e3, 800), (256e3, 400), (1e6, 200), (4e6, 100), (16e6, 50), (256e6, 10), (512e6, 10)]
+    _, levels = _hierarchy(_sweep(points), "1 thread")
+    assert len(levels) == 3
+    assert [size for size, _ in levels] == sorted(size for size, _ in levels)
+
+
+def test_probes_cover_the_classes_and_build_valid_models() -> None:
+    import onnx
+
+    probes = _probes(quick=False)
+    assert {p.op_class for p in probes} <= set(EFFICIENCY_CLASSES)
+    assert {p.op_class for p in probes} >= {"matmul", "conv", "elementwise", "normalization", "softmax"}
+    quick = _probes(quick=True)
+    assert len({p.op_class for p in quick}) == len(quick)
+    for probe in (*quick, stream_probe(1024), tiny_probe()):
+        for copies in (1, 3):
+            onnx.checker.check_model(probe.build(copies), full_check=True)
+
+
+# --- the roofline's measured factors --------------------------------------------------------------------
+
+
+def test_classify_applies_efficiency_and_cache_levels(tmp_path: Path) -> None:
+    platform = load_platform(_fake_file(tmp_path))
+    small = Cost(flops=1e6, bytes_read=0.5e6, bytes_written=0.5e6)  # 1 MB: fits the 2 MB level
+    point = classify(small, platform, "fp32", op_class="conv")
+    assert point.level == "L1" and point.bandwidth == pytest.approx(150e9, rel=1e-5)
+    assert point.efficiency == pytest.approx(0.5)
+    assert point.t_memory == pytest.approx(1e6 / (0.5 * 150e9), rel=1e-5)
+    assert point.t_compute == pytest.approx(1e6 / (0.5 * 2e11), rel=1e-5)
+    assert point.latency == pytest.approx(max(point.t_memory, point.t_compute) + 0.25e-6, rel=1e-5)
+    assert point.ridge == pytest.approx(2e11 / 150e9, rel=1e-5)
+    assert point.attainable_flops == pytest.approx(0.5 * min(2e11, 1.0 * 150e9), rel=1e-5)
+    big = Cost(flops=1e6, bytes_read=32e6, bytes_written=32e6)
+    assert classify(big, platform, "fp32").level == "dram"
+    plain = classify(small, platform, "fp32", hierarchy=False)
+    assert plain.level == "dram" and plain.efficiency == 1.0
+    assert plain.t_memory == pytest.approx(1e6 / 30e9, rel=1e-5)
+    assert classify(small, platform, "fp32", op_class="matmul").efficiency == 1.0  # no figure: no derating
+
+
+def _fake_file(tmp_path: Path) -> Path:
+    path = tmp_path / "fake.toml"
+    path.write_text(_fake_calibration().to_toml(), encoding="utf-8")
+    return path
+
+
+def test_op_classes() -> None:
+    assert op_class("MatMul") == "matmul" and op_class("Gemm") == "matmul"
+    assert op_class("Conv", attrs={"group": 1}) == "conv"
+    assert op_class("Conv", attrs={"group": 32}, channels=32) == "depthwise"
+    assert op_class("Conv", attrs={"group": 4}, channels=32) == "conv"
+    assert op_class("Add") == "elementwise" and op_class("Relu") == "elementwise"
+    assert op_class("Erf") == "activation" and op_class("Sigmoid") == "activation"
+    assert op_class("LayerNormalization") == "normalization" and op_class("BatchNormalization") == "elementwise"
+    assert op_class("LRN") == "lrn"
+    assert op_class("Softmax") == "softmax"
+    assert op_class("MaxPool") == "pooling" and op_class("ReduceMean") == "reduction"
+    assert op_class("Transpose") == "movement" and op_class("Gather") == "indexing"
+    assert op_class("LSTM") == "recurrent" and op_class("NoSuchOp") == "other"
+    for cls in ("matmul", "conv", "depthwise", "elementwise", "activation", "normalization", "softmax"):
+        assert cls in EFFICIENCY_CLASSES
+
+
+def test_kernel_classes_follow_what_the_runtime_runs() -> None:
+    assert kernel_op_class(("Add", "LayerNormalization"), "skip_layernorm") == "normalization"
+    assert kernel_op_class(("Div", "Erf", "Add", "Mul", "Mul"), "ort_gelu") == "activation"
+    assert kernel_op_class(("Conv", "BatchNormalization", "Relu"), "conv_bn+ort_conv_activation") == "conv"
+    assert kernel_op_class(("MatMul", "Add"), "matmul_add") == "matmul"
+    assert kernel_op_class(("MatMul", "Div"), "matmul_scale") == "matmul"
+    assert kernel_op_class(("Softmax",)) == "softmax"
+    assert kernel_op_class(("Add", "Mul"), "pointwise") == "elementwise"
+    assert kernel_op_class(("Add", "Tanh"), "pointwise") == "activation"
