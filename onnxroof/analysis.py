@@ -23,14 +23,14 @@ from onnxroof.control_flow import NodeCost, cost_control_flow
 from onnxroof.cost import Cost
 from onnxroof.errors import ShapeUnknown, StrictError
 from onnxroof.fusion import Miss
-from onnxroof.grouping import build_kernels
+from onnxroof.grouping import build_kernels, channels_of, cold_weight_bytes
 from onnxroof.ir import CONTROL_FLOW_OPS, ROLE_STATIC, ROLE_WEIGHT, ModelIR, OpView, build_ir
 from onnxroof.kernels import Bounds, KernelResult, fused_bounds, memory_bound_share, placed_fields
-from onnxroof.liveness import peak_activation_memory
+from onnxroof.liveness import PeakMemory, peak_activation_memory
 from onnxroof.load import load_model
 from onnxroof.platform import Platform, load_platform
 from onnxroof.registry import KIND_VIEW, ZERO_KINDS, evaluate, lookup, weight_inputs
-from onnxroof.roofline import classify, precision_of, resolve_precision
+from onnxroof.roofline import classify, op_class, precision_of, resolve_precision
 
 STATE_COSTED = "costed"
 STATE_ZERO = "zero"
@@ -271,7 +271,14 @@ def _analyze(
         used = resolve_precision(target, wanted)
         if used != wanted:
             fallbacks[(wanted, used)] += 1
-        point = classify(cost, target, used, runs=state == STATE_COSTED, launches=node_cost.launches)
+        point = classify(
+            cost,
+            target,
+            used,
+            runs=state == STATE_COSTED,
+            launches=node_cost.launches,
+            op_class=op_class(op.op_type, op.domain, op.attrs, channels_of(op)),
+        )
         results.append(
             NodeResult(
                 id=op.id,
@@ -302,8 +309,13 @@ def _analyze(
         _raise_if_incomplete(results, unsupported)
 
     profile = fusion or target.fusion_profile
-    kernels, misses = build_kernels(ir, results, node_costs, profile, target)
-    totals = _totals(ir, results, node_costs, kernels)
+    weights = _distinct_weights(node_costs)
+    peak = peak_activation_memory(ir, _is_view)
+    cold = cold_weight_bytes(
+        target, sum(b for _, b in weights.values()), sum(n for n, _ in weights.values()), peak.bytes
+    )
+    kernels, misses = build_kernels(ir, results, node_costs, profile, target, cold)
+    totals = _totals(results, weights, peak, kernels)
     summary = _model_summary(loaded, ir)
     return Analysis(
         model=summary,
@@ -344,16 +356,23 @@ def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, li
         raise StrictError(f"--strict: not every node could be costed: {', '.join(parts)}")
 
 
-def _totals(
-    ir: ModelIR, results: list[NodeResult], node_costs: list[NodeCost], kernels: tuple[KernelResult, ...]
-) -> Totals:
-    weights: dict[str, tuple[float, float]] = {}  # a weight shared by several nodes counts once
+def _distinct_weights(node_costs: list[NodeCost]) -> dict[str, tuple[float, float]]:
+    """Weight name -> (elements, bytes): a weight shared by several nodes counts once."""
+    weights: dict[str, tuple[float, float]] = {}
     for node_cost in node_costs:
         weights.update(node_cost.weights)
+    return weights
+
+
+def _totals(
+    results: list[NodeResult],
+    weights: Mapping[str, tuple[float, float]],
+    peak: PeakMemory,
+    kernels: tuple[KernelResult, ...],
+) -> Totals:
     running = [r for r in results if r.state == STATE_COSTED]
     fused = fused_bounds(kernels)
     layout = [k for k in kernels if k.layout]
-    peak = peak_activation_memory(ir, _is_view)
     return Totals(
         flops=sum(r.flops for r in running),
         macs=sum(r.macs for r in running),

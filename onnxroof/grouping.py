@@ -9,15 +9,23 @@ from onnxroof.fusion import Miss, fuse
 from onnxroof.ir import ModelIR
 from onnxroof.kernels import KernelResult, place_kernel
 from onnxroof.platform import Platform
+from onnxroof.roofline import kernel_op_class
 
 
 def build_kernels(
-    ir: ModelIR, results: Sequence, node_costs: Sequence[NodeCost], profile: str, platform: Platform
+    ir: ModelIR,
+    results: Sequence,
+    node_costs: Sequence[NodeCost],
+    profile: str,
+    platform: Platform,
+    cold_per_param: float = 0.0,
 ) -> tuple[tuple[KernelResult, ...], tuple[Miss, ...]]:
     """Kernels of ``profile`` placed on ``platform``'s roofline, and the candidates that did not fuse.
 
-    A kernel computes at its anchor's precision; it launches once, except a lone control-flow node, which
-    launches its body's kernels each iteration.
+    A kernel computes at its anchor's precision and takes the efficiency class of the op the runtime runs for
+    it (:func:`onnxroof.roofline.kernel_op_class`); it launches once, except a lone control-flow node, which
+    launches its body's kernels each iteration. ``cold_per_param`` bytes per weight element come from DRAM
+    even on a platform with cache levels (weights evicted between runs; see :func:`cold_weight_bytes`).
     """
     costs = {op.id: node_cost for op, node_cost in zip(ir.ops, node_costs, strict=True)}
     result_of = {r.id: r for r in results}
@@ -36,7 +44,32 @@ def build_kernels(
             platform=platform,
             precision=result_of[kernel.node_ids[0]].precision,
             launches=costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
+            op_class=_kernel_class(kernel, op_of),
+            cold_bytes=kernel.cost.params * cold_per_param,
         )
         for kernel in fusion.kernels
     )
     return kernels, fusion.misses
+
+
+def channels_of(op) -> int | None:
+    """The channel count of an op's first input (dim 1), when static: used to tell depthwise convolutions."""
+    first = op.input(0)
+    if first is None or first.shape is None or len(first.shape) < 2:
+        return None
+    return first.shape[1]
+
+
+def _kernel_class(kernel, op_of) -> str:
+    anchor = op_of[kernel.node_ids[0]]
+    op_types = tuple(op_of[n].op_type for n in kernel.node_ids)
+    return kernel_op_class(op_types, kernel.pattern, anchor.domain, anchor.attrs, channels_of(anchor))
+
+
+def cold_weight_bytes(platform: Platform, weight_bytes: float, params: float, peak_activation_bytes: float) -> float:
+    """Bytes per weight element read from DRAM on every run: the weights' item size when weights and peak
+    activations together exceed the platform's largest cache level (evicted between runs), else 0. Platforms
+    without measured cache levels stream everything from DRAM anyway (0 here, nothing changes)."""
+    if not platform.cache_levels or params <= 0:
+        return 0.0
+    return weight_bytes / params if weight_bytes + peak_activation_bytes > platform.cache_levels[-1].size else 0.0

@@ -103,13 +103,21 @@ def place_kernel(
     platform: Platform,
     precision: str,
     launches: int = 1,
+    op_class: str | None = None,
+    cold_bytes: float = 0.0,
 ) -> KernelResult:
-    """Classify a kernel's fused cost, and its ideal cost (no launch when nothing is left to move)."""
-    point = classify(cost, platform, precision, launches=launches)
+    """Classify a kernel's fused cost, and its ideal cost (no launch when nothing is left to move).
+
+    ``op_class`` picks the platform's efficiency derating, ``cold_bytes`` the bytes that come from DRAM even
+    when a measured cache level could hold the working set (see :func:`onnxroof.roofline.classify`).
+    """
+    point = classify(cost, platform, precision, launches=launches, op_class=op_class, cold_bytes=cold_bytes)
     if ideal.bytes > 0:
-        ideal_latency = classify(ideal, platform, precision, launches=launches).latency
+        ideal_latency = classify(
+            ideal, platform, precision, launches=launches, op_class=op_class, cold_bytes=min(cold_bytes, ideal.bytes)
+        ).latency
     else:
-        ideal_latency = ideal.flops / platform.peak(precision)
+        ideal_latency = ideal.flops / (platform.peak(precision) * platform.efficiency.get(op_class or "", 1.0))
     return KernelResult(
         id=kernel_id,
         pattern=pattern,

@@ -239,3 +239,26 @@ def test_optimized_graph_from_onnxruntime_is_a_model() -> None:
     mapping = map_optimized_nodes(model.graph, model.graph)
     for node in mapping.nodes:
         assert node.original or node.op_type == "Constant"
+
+
+def test_report_and_profile_agree_on_a_measured_platform(tmp_path) -> None:
+    """The analysis applies the measured efficiency, cache levels and cold weights exactly as profile does."""
+    import onnx
+    from typer.testing import CliRunner
+
+    import onnxroof
+    from onnxroof.cli import app
+    from onnxroof.platform import load_platform
+    from onnxroof.profile import cold_weight_share, kernel_point
+
+    host = tmp_path / "host.toml"
+    result = CliRunner().invoke(app, ["calibrate", "--quick", "-o", str(host)])
+    assert result.exit_code == 0, result.output
+    platform = load_platform(host)
+    analysis = onnxroof.analyze("samples/tiny_cnn.onnx", platform=platform, dims={"batch": 1})
+    graph = onnx.load("samples/tiny_cnn.onnx", load_external_data=False).graph
+    nodes = {n.id: n for n in analysis.nodes}
+    cold = cold_weight_share(analysis, platform)
+    for kernel in analysis.kernels:
+        _, point = kernel_point(kernel, nodes, platform, graph, cold)
+        assert kernel.latency_s == pytest.approx(point.latency, rel=1e-12)
