@@ -25,7 +25,7 @@ from onnxroof.errors import ShapeUnknown, StrictError
 from onnxroof.fusion import Miss
 from onnxroof.grouping import build_kernels, channels_of, cold_weight_bytes
 from onnxroof.ir import CONTROL_FLOW_OPS, ROLE_STATIC, ROLE_WEIGHT, ModelIR, OpView, build_ir
-from onnxroof.kernels import Bounds, KernelResult, fused_bounds, memory_bound_share, placed_fields
+from onnxroof.kernels import Bounds, KernelResult, Placement, fused_bounds, memory_bound_share, placed_fields
 from onnxroof.liveness import PeakMemory, peak_activation_memory
 from onnxroof.load import load_model
 from onnxroof.platform import Platform, load_platform
@@ -45,7 +45,7 @@ def _shape_text(shape: tuple[int | None, ...] | None) -> list[int | None] | None
 
 
 @dataclass(frozen=True, slots=True)
-class NodeResult:
+class NodeResult(Placement):
     """One node: what it is, what it costs, where it sits on the roofline."""
 
     id: str
@@ -58,29 +58,11 @@ class NodeResult:
     precision: str
     input_shapes: tuple[list[int | None] | None, ...]
     output_shapes: tuple[list[int | None] | None, ...]
-    flops: float
-    macs: float
-    bytes_read: float
-    bytes_written: float
-    params: float
-    intensity: float
-    peak_flops: float
-    ridge: float
-    attainable_flops: float
-    t_compute_s: float
-    t_memory_s: float
-    t_overhead_s: float
-    latency_s: float
-    bound: str
     note: str = ""
 
-    @property
-    def bytes(self) -> float:
-        return self.bytes_read + self.bytes_written
-
     def to_dict(self) -> dict[str, Any]:
-        """Every field as plain data (shapes as lists); built directly, ``asdict`` deep-copies slowly."""
-        data = {name: getattr(self, name) for name in self.__slots__}
+        """Every field as plain data (shapes as lists)."""
+        data = self._plain()
         data["input_shapes"] = list(self.input_shapes)
         data["output_shapes"] = list(self.output_shapes)
         return data

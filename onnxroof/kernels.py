@@ -14,7 +14,7 @@ left after fusion.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from onnxroof.cost import Cost
@@ -23,16 +23,9 @@ from onnxroof.roofline import BOUND_MEMORY, RooflinePoint, classify
 
 
 @dataclass(frozen=True, slots=True)
-class KernelResult:
-    """One kernel: its member nodes, its cost (only what crosses its boundary) and its roofline point."""
+class Placement:
+    """The cost and roofline figures every node and kernel result carries (same names in both)."""
 
-    id: str
-    pattern: str  # fusion pattern name, or "single" for a node run alone
-    node_ids: tuple[str, ...]  # members in topological order; the first is the anchor
-    op_types: tuple[str, ...]
-    folded_nodes: tuple[str, ...]  # members whose FLOPs and parameters fold away (e.g. a BatchNorm)
-    layout: bool  # a pure copy left after fusion: layout traffic
-    precision: str
     flops: float
     macs: float
     bytes_read: float
@@ -47,15 +40,34 @@ class KernelResult:
     t_overhead_s: float
     latency_s: float
     bound: str
-    ideal_bytes: float  # this kernel's traffic in the ideal total
-    ideal_latency_s: float  # this kernel's time in the ideal total
 
     @property
     def bytes(self) -> float:
         return self.bytes_read + self.bytes_written
 
+    def _plain(self) -> dict[str, Any]:
+        """Own fields first, then the placement figures, as plain data (``asdict`` deep-copies slowly)."""
+        names = [f.name for f in fields(self)]
+        shared = len(fields(Placement))
+        return {name: getattr(self, name) for name in names[shared:] + names[:shared]}
+
+
+@dataclass(frozen=True, slots=True)
+class KernelResult(Placement):
+    """One kernel: its member nodes, its cost (only what crosses its boundary) and its roofline point."""
+
+    id: str
+    pattern: str  # fusion pattern name, or "single" for a node run alone
+    node_ids: tuple[str, ...]  # members in topological order; the first is the anchor
+    op_types: tuple[str, ...]
+    folded_nodes: tuple[str, ...]  # members whose FLOPs and parameters fold away (e.g. a BatchNorm)
+    layout: bool  # a pure copy left after fusion: layout traffic
+    precision: str
+    ideal_bytes: float  # this kernel's traffic in the ideal total
+    ideal_latency_s: float  # this kernel's time in the ideal total
+
     def to_dict(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in self.__slots__}
+        data = self._plain()
         for name in ("node_ids", "op_types", "folded_nodes"):
             data[name] = list(data[name])
         return data
