@@ -555,6 +555,18 @@ def _probes(quick: bool) -> list[Probe]:
     return list(first.values())
 
 
+def _typed_matmul_probe(n: int, np_dtype: type, onnx_dtype: int, label: str) -> Probe:
+    """A square n×n·n×n MatMul probe in a non-fp32 float type (the peak of that precision)."""
+    return Probe(
+        f"MatMul {n}×{n}·{n}×{n} {label}",
+        "matmul",
+        (n, n),
+        _with("MatMul", "W"),
+        _inits(_weights("W", (n, n), n, dtype=np_dtype)),
+        dtype=onnx_dtype,
+    )
+
+
 def _peak_probes(quick: bool) -> list[tuple[str, Probe]]:
     """(precision, probe) for the peak measurements: large MatMuls, and a large Conv for fp32."""
     n = 256 if quick else 1024
@@ -562,28 +574,8 @@ def _peak_probes(quick: bool) -> list[tuple[str, Probe]]:
     return [
         ("fp32", matmul_probe(n, n, n)),
         ("fp32", _conv(32 if quick else 128, 28)),
-        (
-            "fp64",
-            Probe(
-                f"MatMul {fp64}×{fp64}·{fp64}×{fp64} fp64",
-                "matmul",
-                (fp64, fp64),
-                _with("MatMul", "W"),
-                _inits(_weights("W", (fp64, fp64), fp64, dtype=np.float64)),
-                dtype=TensorProto.DOUBLE,
-            ),
-        ),
-        (
-            "fp16",
-            Probe(
-                f"MatMul {n}×{n}·{n}×{n} fp16",
-                "matmul",
-                (n, n),
-                _with("MatMul", "W"),
-                _inits(_weights("W", (n, n), n, dtype=np.float16)),
-                dtype=TensorProto.FLOAT16,
-            ),
-        ),
+        ("fp64", _typed_matmul_probe(fp64, np.float64, TensorProto.DOUBLE, "fp64")),
+        ("fp16", _typed_matmul_probe(n, np.float16, TensorProto.FLOAT16, "fp16")),
         (
             "int8",
             Probe(
