@@ -12,7 +12,7 @@ import gc
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -23,7 +23,7 @@ from onnxroof.control_flow import NodeCost, cost_control_flow
 from onnxroof.cost import Cost
 from onnxroof.errors import ShapeUnknown, StrictError
 from onnxroof.fusion import Miss
-from onnxroof.grouping import build_kernels, channels_of, cold_weight_bytes
+from onnxroof.grouping import array_utilization, build_kernels, channels_of, cold_weight_bytes
 from onnxroof.ir import CONTROL_FLOW_OPS, ROLE_STATIC, ROLE_WEIGHT, ModelIR, OpView, build_ir
 from onnxroof.kernels import Bounds, KernelResult, Placement, fused_bounds, memory_bound_share, placed_fields
 from onnxroof.liveness import PeakMemory, peak_activation_memory
@@ -31,6 +31,16 @@ from onnxroof.load import load_model
 from onnxroof.platform import Platform, load_platform
 from onnxroof.registry import KIND_VIEW, ZERO_KINDS, evaluate, lookup, weight_inputs
 from onnxroof.roofline import classify, op_class, precision_of, resolve_precision
+from onnxroof.whatif import (
+    Densities,
+    WhatIf,
+    compute_density,
+    make_restate,
+    operand_densities,
+    skip_zeros,
+    tensor_densities,
+    whatif_warnings,
+)
 
 STATE_COSTED = "costed"
 STATE_ZERO = "zero"
@@ -59,6 +69,8 @@ class NodeResult(Placement):
     input_shapes: tuple[list[int | None] | None, ...]
     output_shapes: tuple[list[int | None] | None, ...]
     note: str = ""
+    compute_density: float = 1.0
+    """Share of the node's dense FLOPs counted under ``skip_compute`` (1: all; see :mod:`onnxroof.whatif`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data (shapes as lists)."""
@@ -105,6 +117,12 @@ class Totals:
     layout_bytes: float  # bytes moved by pure copies left after fusion
     layout_latency_s: float
     layout_share: float  # of the fused latency
+    energy_j: float | None = None  # Σ kernel energy per inference (None: the platform gives no energy figures)
+    energy_compute_j: float | None = None
+    energy_memory_j: float | None = None
+    energy_delay_js: float | None = None  # energy × latency (J·s)
+    energy_memory_share: float | None = None  # share of the energy spent moving data
+    array_utilization: float | None = None  # FLOP-weighted mean PE-array utilization of GEMM-like kernels
 
     @property
     def bytes(self) -> float:
@@ -141,6 +159,8 @@ class Analysis:
     fusion_profile: str = "none"
     fusion_misses: tuple[Miss, ...] = ()
     graph: nx.DiGraph = field(compare=False, repr=False, default=None)
+    whatif: WhatIf = field(default_factory=WhatIf)
+    """The what-if knobs the model was costed with (precision, densities, compress_mem, skip_compute)."""
 
     def kernel_of(self, node_id: str) -> KernelResult | None:
         """The kernel a node runs in (None for nodes that do not run)."""
@@ -200,15 +220,30 @@ def analyze(
     precision: str | None = None,
     strict: bool = False,
     fusion: str | None = None,
+    *,
+    densities: Mapping[str, float] | None = None,
+    layer_densities: Mapping[str, Mapping[str, float]] | None = None,
+    compress_mem: bool = False,
+    skip_compute: bool = False,
 ) -> Analysis:
     """Cost every node of ``model`` and place it on ``platform``'s roofline.
 
-    ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` forces the peak used for every
-    node (``fp32``/``fp16``/``bf16``/``int8``...); ``strict`` raises :class:`StrictError` when any node is
-    unsupported or has no static shape; ``fusion`` names the fusion profile (default: the platform's).
+    ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` re-costs the model as if run in that
+    precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element size, every node
+    its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no static shape;
+    ``fusion`` names the fusion profile (default: the platform's). ``densities`` (``{"weight": 0.5}``, kinds
+    weight/input/output) and ``layer_densities`` (node name or id -> densities) with ``compress_mem`` and
+    ``skip_compute`` are FRAME's sparsity knobs (:mod:`onnxroof.whatif`).
     """
+    plan = WhatIf(
+        precision=precision,
+        densities=Densities(**(densities or {})),
+        layers=MappingProxyType({k: Densities(**v) for k, v in (layer_densities or {}).items()}),
+        compress_mem=compress_mem,
+        skip_compute=skip_compute,
+    )
     with _gc_paused():
-        return _analyze(model, platform, dims, precision, strict, fusion)
+        return _analyze(model, platform, dims, plan, strict, fusion)
 
 
 @contextlib.contextmanager
@@ -231,28 +266,37 @@ def _analyze(
     model: str | os.PathLike | onnx.ModelProto,
     platform: str | os.PathLike | Platform,
     dims: Mapping[str, object] | None,
-    precision: str | None,
+    plan: WhatIf,
     strict: bool,
     fusion: str | None,
 ) -> Analysis:
     target = platform if isinstance(platform, Platform) else load_platform(platform)
+    precision = plan.precision
     if precision is not None:
         target.peak(precision)  # raises PlatformError naming what the platform has
     loaded = load_model(model, dims)
-    ir = build_ir(loaded.model, loaded.value_types)
-    warnings = list(loaded.warnings)
+    density_map = tensor_densities(loaded.model.graph, plan)
+    ir = build_ir(loaded.model, loaded.value_types, make_restate(plan, density_map))
+    warnings = list(loaded.warnings) + whatif_warnings(plan, target)
 
     results: list[NodeResult] = []
     node_costs: list[NodeCost] = []
     fallbacks: Counter[tuple[str, str]] = Counter()
     for op in ir.ops:
         node_cost = cost_node(op, ir, loaded.model.graph)
-        node_costs.append(node_cost)
-        state, kind, cost, note = node_cost.state, node_cost.kind, node_cost.cost, node_cost.note
         wanted = precision or precision_of(op.dtype)
         used = resolve_precision(target, wanted)
         if used != wanted:
             fallbacks[(wanted, used)] += 1
+        density = 1.0
+        if plan.skip_compute and node_cost.state == STATE_COSTED and node_cost.cost.macs > 0:
+            density = compute_density(
+                target.sparsity, used in target.sparse_peak_flops, *operand_densities(op.inputs, density_map)
+            )
+            if density < 1.0:
+                node_cost = replace(node_cost, cost=skip_zeros(node_cost.cost, density))
+        node_costs.append(node_cost)
+        state, kind, cost, note = node_cost.state, node_cost.kind, node_cost.cost, node_cost.note
         point = classify(
             cost,
             target,
@@ -260,6 +304,7 @@ def _analyze(
             runs=state == STATE_COSTED,
             launches=node_cost.launches,
             op_class=op_class(op.op_type, op.domain, op.attrs, channels_of(op)),
+            utilization=array_utilization(target, (op,)),
         )
         results.append(
             NodeResult(
@@ -275,6 +320,7 @@ def _analyze(
                 output_shapes=tuple(_shape_text(t.shape) if t else None for t in op.outputs),
                 **placed_fields(cost, point),
                 note=note,
+                compute_density=density,
             )
         )
     for (wanted, used), count in sorted(fallbacks.items()):
@@ -297,7 +343,7 @@ def _analyze(
         target, sum(b for _, b in weights.values()), sum(n for n, _ in weights.values()), peak.bytes
     )
     kernels, misses = build_kernels(ir, results, node_costs, profile, target, cold)
-    totals = _totals(results, weights, peak, kernels)
+    totals = _totals(results, weights, peak, kernels, target)
     summary = _model_summary(loaded, ir)
     return Analysis(
         model=summary,
@@ -312,6 +358,7 @@ def _analyze(
         fusion_profile=profile,
         fusion_misses=misses,
         graph=ir.graph,
+        whatif=plan,
     )
 
 
@@ -351,6 +398,7 @@ def _totals(
     weights: Mapping[str, tuple[float, float]],
     peak: PeakMemory,
     kernels: tuple[KernelResult, ...],
+    platform: Platform,
 ) -> Totals:
     running = [r for r in results if r.state == STATE_COSTED]
     fused = fused_bounds(kernels)
@@ -382,7 +430,35 @@ def _totals(
         layout_bytes=sum(k.bytes for k in layout),
         layout_latency_s=sum(k.latency_s for k in layout),
         layout_share=sum(k.latency_s for k in layout) / fused.latency_s if fused.latency_s > 0 else 0.0,
+        **_energy_totals(kernels, fused.latency_s),
+        array_utilization=_array_utilization(kernels, platform),
     )
+
+
+def _energy_totals(kernels: tuple[KernelResult, ...], latency: float) -> dict[str, float | None]:
+    """Energy per inference (Σ over kernels), its split, the energy-delay product; None without figures."""
+    priced = [k for k in kernels if k.energy_j is not None]
+    if not priced:
+        return {}
+    compute = sum(k.energy_compute_j or 0.0 for k in priced)
+    memory = sum(k.energy_memory_j or 0.0 for k in priced)
+    total = compute + memory
+    return {
+        "energy_j": total,
+        "energy_compute_j": compute,
+        "energy_memory_j": memory,
+        "energy_delay_js": total * latency,
+        "energy_memory_share": memory / total if total > 0 else 0.0,
+    }
+
+
+def _array_utilization(kernels: tuple[KernelResult, ...], platform: Platform) -> float | None:
+    """FLOP-weighted mean utilization of the multiply-accumulate kernels (None without a PE array)."""
+    mapped = [k for k in kernels if k.macs > 0]
+    flops = sum(k.flops for k in mapped)
+    if platform.array is None or flops <= 0:
+        return None
+    return sum(k.flops * k.utilization for k in mapped) / flops
 
 
 def _is_view(op: OpView) -> bool:

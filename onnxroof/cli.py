@@ -146,6 +146,32 @@ FusionOption = Annotated[
     typer.Option("--fusion", help="Fusion profile: ort-cpu, tensorrt or none (default: the platform's)."),
 ]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
+PrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Re-cost as if run in this precision (fp32, fp16, bf16, int8...): float tensors take its element "
+        "size, every node its peak."
+    ),
+]
+DensityOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--density",
+        help="Uniform density (share of non-zeros) of weight, input or output tensors: KIND=VALUE. Repeatable.",
+        metavar="KIND=VALUE",
+    ),
+]
+DensityFileOption = Annotated[
+    Path | None,
+    typer.Option("--density-file", help='Per-layer densities: TOML/JSON {"layers": {"<node>": {"weight": 0.5}}}.'),
+]
+CompressOption = Annotated[
+    bool, typer.Option("--compress-mem", help="Sparse tensors are stored compressed: bytes scale with density.")
+]
+SkipOption = Annotated[
+    bool,
+    typer.Option("--skip-compute", help="Skip zero MACs as the platform can (2:4 structured, unstructured, none)."),
+]
 
 
 @app.command()
@@ -153,9 +179,11 @@ def report(
     model: Annotated[Path, typer.Argument(help="The ONNX model file.", show_default=False)],
     platform: PlatformOption = "xavier",
     dim: DimOption = None,
-    precision: Annotated[
-        str | None, typer.Option(help="Cost every node at this precision's peak (fp32, fp16, bf16, int8...).")
-    ] = None,
+    precision: PrecisionOption = None,
+    density: DensityOption = None,
+    density_file: DensityFileOption = None,
+    compress_mem: CompressOption = False,
+    skip_compute: SkipOption = False,
     output_format: Annotated[
         ReportFormat | None,
         typer.Option("--format", "-f", help="table (default), json or csv; default from -o's suffix."),
@@ -176,6 +204,7 @@ def report(
     from onnxroof.load import parse_dim_bindings
     from onnxroof.report.console import render_console, render_warnings
     from onnxroof.report.data import render_csv, render_json
+    from onnxroof.whatif import whatif_options
 
     with _errors(debug):
         chosen = output_format or (_SUFFIX_FORMATS.get(output.suffix.lower()) if output else None) or ReportFormat.table
@@ -186,6 +215,7 @@ def report(
             precision=precision,
             strict=strict,
             fusion=fusion,
+            **whatif_options(density, density_file, compress_mem, skip_compute),
         )
         render_warnings(analysis.warnings, Console(stderr=True, highlight=False))
         if chosen is ReportFormat.json:

@@ -48,7 +48,7 @@ class BodyCost:
 
 
 def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCost:
-    body = build_graph_ir(graph, scope.opsets, graph_value_types(graph), outer=scope.tensors)
+    body = build_graph_ir(graph, scope.opsets, graph_value_types(graph), outer=scope.tensors, restate=scope.restate)
     total, launches, weights, unsupported, unknown = Cost.zero(), 0, {}, [], 0
     for op in body.ops:
         result = cost_fn(op, body)

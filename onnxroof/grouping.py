@@ -8,6 +8,7 @@ from onnxroof.control_flow import NodeCost
 from onnxroof.fusion import Miss, fuse
 from onnxroof.ir import ModelIR
 from onnxroof.kernels import KernelResult, place_kernel
+from onnxroof.pe_array import first_gemm_shape, utilization
 from onnxroof.platform import Platform
 from onnxroof.roofline import kernel_op_class
 
@@ -46,10 +47,20 @@ def build_kernels(
             launches=costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
             op_class=_kernel_class(kernel, op_of),
             cold_bytes=kernel.cost.params * cold_per_param,
+            utilization=array_utilization(platform, [op_of[n] for n in kernel.node_ids]),
         )
         for kernel in fusion.kernels
     )
     return kernels, fusion.misses
+
+
+def array_utilization(platform: Platform, ops: Sequence) -> float:
+    """Utilization of the platform's processing-element array by a kernel of ``ops`` (its first GEMM-like
+    member, :mod:`onnxroof.pe_array`); 1 without an array or for kernels that are not GEMM-like."""
+    if platform.array is None:
+        return 1.0
+    shape = first_gemm_shape(ops)
+    return 1.0 if shape is None else utilization(shape, platform.array)
 
 
 def channels_of(op) -> int | None:

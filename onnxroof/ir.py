@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -116,6 +116,8 @@ class ModelIR:
     graph_inputs: tuple[str, ...]
     graph_outputs: tuple[str, ...]
     opsets: Mapping[str, int] = field(default_factory=dict)
+    restate: Restate | None = field(default=None, compare=False, repr=False)
+    """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
 
 
 def normalize_domain(domain: str) -> str:
@@ -247,10 +249,21 @@ def topological_order(nodes: list[onnx.NodeProto], available: set[str]) -> list[
         raise ModelError("the graph has a cycle; ONNX graphs must be acyclic") from exc
 
 
-def build_ir(model: onnx.ModelProto, value_types: Mapping[str, onnx.TypeProto]) -> ModelIR:
-    """Build the IR of ``model``'s main graph using inferred ``value_types`` (name -> TypeProto)."""
+Restate = Callable[[TensorInfo], TensorInfo]
+"""A what-if restatement of one tensor (element size for another precision or a compressed format; see
+:mod:`onnxroof.whatif`), applied to every tensor as the IR is built."""
+
+
+def build_ir(
+    model: onnx.ModelProto, value_types: Mapping[str, onnx.TypeProto], restate: Restate | None = None
+) -> ModelIR:
+    """Build the IR of ``model``'s main graph using inferred ``value_types`` (name -> TypeProto).
+
+    ``restate``, when given, maps every tensor's :class:`TensorInfo` as it is created (initializers, graph
+    inputs, node outputs, in subgraph bodies too): rules and fusion then see the restated element sizes.
+    """
     opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
-    return build_graph_ir(model.graph, opsets, value_types)
+    return build_graph_ir(model.graph, opsets, value_types, restate=restate)
 
 
 def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
@@ -269,20 +282,25 @@ def build_graph_ir(
     opsets: Mapping[str, int],
     value_types: Mapping[str, onnx.TypeProto],
     outer: Mapping[str, TensorInfo] | None = None,
+    restate: Restate | None = None,
 ) -> ModelIR:
-    """Build the IR of one graph. ``outer`` holds the enclosing scopes' tensors a subgraph may read."""
+    """Build the IR of one graph. ``outer`` holds the enclosing scopes' tensors a subgraph may read;
+    ``restate`` maps each new tensor (see :func:`build_ir`)."""
     initializer_names = {t.name for t in graph.initializer}
     tensors: dict[str, TensorInfo] = dict(outer or {})
+    keep = restate or _same
 
     for init in graph.initializer:
         dtype, itemsize = dtype_info(init.data_type)
-        tensors[init.name] = TensorInfo(init.name, tuple(init.dims), dtype, itemsize, ROLE_WEIGHT)
+        tensors[init.name] = keep(TensorInfo(init.name, tuple(init.dims), dtype, itemsize, ROLE_WEIGHT))
     graph_inputs = []
     for value in graph.input:
         if value.name in initializer_names:
             continue
         graph_inputs.append(value.name)
-        tensors[value.name] = tensor_info_from_type(value.name, value_types.get(value.name, value.type), ROLE_INPUT)
+        tensors[value.name] = keep(
+            tensor_info_from_type(value.name, value_types.get(value.name, value.type), ROLE_INPUT)
+        )
 
     nodes = list(graph.node)
     order = topological_order(nodes, set(tensors))
@@ -302,7 +320,7 @@ def build_graph_ir(
             if not name:
                 outputs.append(None)
                 continue
-            info = tensor_info_from_type(name, value_types.get(name), role)
+            info = keep(tensor_info_from_type(name, value_types.get(name), role))
             tensors[name] = info
             outputs.append(info)
         op = OpView(
@@ -335,8 +353,18 @@ def build_graph_ir(
 
     outputs = tuple(v.name for v in graph.output)
     return ModelIR(
-        tuple(ops), MappingProxyType(tensors), dag, tuple(graph_inputs), outputs, MappingProxyType(dict(opsets))
+        tuple(ops),
+        MappingProxyType(tensors),
+        dag,
+        tuple(graph_inputs),
+        outputs,
+        MappingProxyType(dict(opsets)),
+        restate,
     )
+
+
+def _same(tensor: TensorInfo) -> TensorInfo:
+    return tensor
 
 
 def _unknown(name: str) -> TensorInfo:

@@ -40,6 +40,14 @@ class Placement:
     t_overhead_s: float
     latency_s: float
     bound: str
+    utilization: float
+    """Processing-element array utilization (1 without an array or for non-GEMM kernels)."""
+    energy_j: float | None
+    """Dynamic energy, J (None: the platform gives no energy figures)."""
+    energy_compute_j: float | None
+    energy_memory_j: float | None
+    energy_bound: str
+    """``compute`` or ``memory`` (which energy dominates), ``none`` when nothing runs or energy is unknown."""
 
     @property
     def bytes(self) -> float:
@@ -99,6 +107,11 @@ def placed_fields(cost: Cost, point: RooflinePoint) -> dict[str, Any]:
         "t_overhead_s": point.t_overhead,
         "latency_s": point.latency,
         "bound": point.bound,
+        "utilization": point.utilization,
+        "energy_j": point.energy.total_j if point.energy is not None else None,
+        "energy_compute_j": point.energy.compute_j if point.energy is not None else None,
+        "energy_memory_j": point.energy.memory_j if point.energy is not None else None,
+        "energy_bound": point.energy.bound if point.energy is not None else "none",
     }
 
 
@@ -117,19 +130,21 @@ def place_kernel(
     launches: int = 1,
     op_class: str | None = None,
     cold_bytes: float = 0.0,
+    utilization: float = 1.0,
 ) -> KernelResult:
     """Classify a kernel's fused cost, and its ideal cost (no launch when nothing is left to move).
 
     ``op_class`` picks the platform's efficiency derating, ``cold_bytes`` the bytes that come from DRAM even
-    when a measured cache level could hold the working set (see :func:`onnxroof.roofline.classify`).
+    when a measured cache level could hold the working set, ``utilization`` the processing-element array
+    utilization (see :func:`onnxroof.roofline.classify`).
     """
-    point = classify(cost, platform, precision, launches=launches, op_class=op_class, cold_bytes=cold_bytes)
+    common = {"launches": launches, "op_class": op_class, "utilization": utilization}
+    point = classify(cost, platform, precision, cold_bytes=cold_bytes, **common)
     if ideal.bytes > 0:
-        ideal_latency = classify(
-            ideal, platform, precision, launches=launches, op_class=op_class, cold_bytes=min(cold_bytes, ideal.bytes)
-        ).latency
+        ideal_latency = classify(ideal, platform, precision, cold_bytes=min(cold_bytes, ideal.bytes), **common).latency
     else:
-        ideal_latency = ideal.flops / (platform.peak(precision) * platform.efficiency.get(op_class or "", 1.0))
+        roof = platform.peak(precision) * platform.efficiency.get(op_class or "", 1.0) * utilization
+        ideal_latency = ideal.flops / roof
     return KernelResult(
         id=kernel_id,
         pattern=pattern,

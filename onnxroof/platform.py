@@ -18,6 +18,23 @@ Files written by ``onnxroof calibrate`` (``measured = true``) may also hold:
 * ``[efficiency]``: FRAME-style derating per op class (see :data:`EFFICIENCY_CLASSES`), each a figure whose value
   lies in (0, 1]: the share of the roofline that kernels of that class attain.
 
+Any platform may also give the what-if figures (issue 7):
+
+* ``[memory] onchip_bandwidth_gbps``: the on-chip roof. With ``onchip_mb`` it forms a one-level hierarchy named
+  ``onchip`` (when no measured ``cache_levels`` are given): a kernel whose working set fits on chip streams at
+  this bandwidth instead of DRAM's (see :mod:`onnxroof.roofline`).
+* ``[array]``: a processing-element array — ``height`` and ``width`` (PEs), ``instances`` (arrays, default 1) and
+  ``clock_ghz``. GEMM-like kernels are mapped onto it with the padding loss of dims that do not divide it
+  (:mod:`onnxroof.pe_array`); the array's peak ``2 · height · width · instances · clock`` is reported beside the
+  datasheet peaks, which stay the roofs.
+* ``sparsity = "2:4" | "unstructured" | "none"``: what zeros the hardware can skip (``--skip-compute``). Absent:
+  ``"2:4"`` when the file has ``[sparse_peak_tflops]``, else ``"none"``. ``"2:4"`` applies to the precisions
+  with a sparse peak.
+* ``[energy_pj_per_op]``: energy per operation (one FLOP; one OP for integer precisions) per precision, pJ;
+  ``[energy_pj_per_byte]``: energy per byte moved for each memory level, ``dram`` (required when the table is
+  given) and ``onchip`` (bytes served by the on-chip level or a measured cache level), pJ/B. Together they draw
+  the floorline (:mod:`onnxroof.energy`).
+
 Loading validates strictly: an unknown key, a missing required key, a figure without a source or with a
 value that is not a positive finite number, or a bad ``kind`` / ``fusion_profile`` raises
 :class:`~onnxroof.errors.PlatformError` with one line naming the file and the dotted key.
@@ -41,6 +58,10 @@ from onnxroof.errors import PlatformError
 SCHEMA_VERSION = 1
 PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
 """Precision keys a platform may give a peak for, in display order."""
+PRECISION_FALLBACK: Mapping[str, str] = MappingProxyType(
+    {"bf16": "fp16", "fp16": "fp32", "fp8": "fp16", "int4": "int8", "int8": "fp32", "fp64": "fp32", "tf32": "fp32"}
+)
+"""When a platform lacks a figure for a precision, the next one down this chain is used (and said)."""
 KINDS: tuple[str, ...] = ("gpu", "cpu", "accelerator")
 FUSION_PROFILES: tuple[str, ...] = ("tensorrt", "ort-cpu", "none")
 EFFICIENCY_CLASSES: tuple[str, ...] = (
@@ -60,6 +81,10 @@ EFFICIENCY_CLASSES: tuple[str, ...] = (
     "other",
 )
 """Op classes an ``[efficiency]`` table may derate (see :func:`onnxroof.roofline.op_class`)."""
+SPARSITY_KINDS: tuple[str, ...] = ("2:4", "unstructured", "none")
+"""What zeros a platform's compute units can skip: 2:4 structured weight sparsity, any zero, or none."""
+ENERGY_LEVELS: tuple[str, ...] = ("dram", "onchip")
+"""Memory levels an ``[energy_pj_per_byte]`` table may price."""
 MEASUREMENT_KEYS: tuple[str, ...] = (
     "date",
     "onnxruntime",
@@ -88,15 +113,22 @@ _TOP_KEYS = frozenset(
         "runtime",
         "measurement",
         "efficiency",
+        "sparsity",
+        "array",
+        "energy_pj_per_op",
+        "energy_pj_per_byte",
     }
 )
 _TABLE_KEYS: dict[str, frozenset[str]] = {
     "peak_tflops": frozenset(PRECISIONS),
     "sparse_peak_tflops": frozenset(PRECISIONS),
-    "memory": frozenset({"dram_bandwidth_gbps", "capacity_gb", "onchip_mb"}),
+    "memory": frozenset({"dram_bandwidth_gbps", "capacity_gb", "onchip_mb", "onchip_bandwidth_gbps"}),
     "power": frozenset({"tdp_w"}),
     "runtime": frozenset({"launch_overhead_us", "run_overhead_us"}),
     "efficiency": frozenset(EFFICIENCY_CLASSES),
+    "array": frozenset({"height", "width", "instances", "clock_ghz"}),
+    "energy_pj_per_op": frozenset(PRECISIONS),
+    "energy_pj_per_byte": frozenset(ENERGY_LEVELS),
 }
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _CACHE_LEVEL_KEYS = frozenset({"size_mb", "bandwidth_gbps", "source"})
@@ -113,6 +145,23 @@ class CacheLevel:
     bandwidth: float
     """B/s."""
     source: str
+    name: str = ""
+    """Display name; empty: ``L1``, ``L2``... by position."""
+
+
+@dataclass(frozen=True, slots=True)
+class PEArray:
+    """A processing-element array: ``instances`` arrays of ``height × width`` PEs, each one MAC per cycle."""
+
+    height: int
+    width: int
+    instances: int
+    clock_hz: float
+
+    @property
+    def peak_flops(self) -> float:
+        """``2 · height · width · instances · clock`` FLOP/s (a MAC is 2 FLOPs)."""
+        return 2.0 * self.height * self.width * self.instances * self.clock_hz
 
 
 @dataclass(frozen=True)
@@ -152,6 +201,21 @@ class Platform:
     """Op class to the share of the roofline its kernels attain, in (0, 1] (``[efficiency]``); absent: 1."""
     run_overhead_s: float = 0.0
     """Fixed cost per inference call (``runtime.run_overhead_us``), seconds; 0 when not given."""
+    onchip_bandwidth: float | None = None
+    """On-chip bandwidth (``memory.onchip_bandwidth_gbps``), B/s; forms the ``onchip`` cache level."""
+    array: PEArray | None = None
+    """The processing-element array (``[array]``), if the platform describes one."""
+    sparsity: str = "none"
+    """What zeros the compute units skip: one of :data:`SPARSITY_KINDS`."""
+    energy_per_op: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
+    """Precision to joules per operation (``[energy_pj_per_op]`` × 1e-12)."""
+    energy_per_byte: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
+    """Memory level (``dram``, ``onchip``) to joules per byte (``[energy_pj_per_byte]`` × 1e-12)."""
+
+    @property
+    def has_energy(self) -> bool:
+        """True when the platform gives both operation and DRAM byte energies (the floorline can be drawn)."""
+        return bool(self.energy_per_op) and "dram" in self.energy_per_byte
 
     def precisions(self) -> tuple[str, ...]:
         """The precisions with a dense peak, in :data:`PRECISIONS` order."""
@@ -179,7 +243,7 @@ class Platform:
         """
         for number, level in enumerate(self.cache_levels, start=1):
             if working_set <= level.size:
-                return level.bandwidth, f"L{number}"
+                return level.bandwidth, level.name or f"L{number}"
         return self.dram_bandwidth, "dram"
 
 
@@ -307,6 +371,31 @@ def _parse(data: bytes, *, label: str, origin: str, stem: str | None) -> Platfor
             raise _fail(label, f"efficiency.{key}", f"value must lie in (0, 1], got {_show(value)}")
     cache_levels = _cache_levels(raw_levels, label, sources) if raw_levels is not None else ()
     measurement = _measurement(doc.get("measurement", {}), label)
+    array = _array(figures["array"], label)
+    sparsity = doc.get("sparsity", "2:4" if figures["sparse_peak_tflops"] else "none")
+    if sparsity not in SPARSITY_KINDS:
+        raise _fail(label, "sparsity", f"must be one of {', '.join(SPARSITY_KINDS)}, got {sparsity!r}")
+    if figures["energy_pj_per_byte"] and "dram" not in figures["energy_pj_per_byte"]:
+        raise _fail(label, "energy_pj_per_byte.dram", "missing required key")
+    if bool(figures["energy_pj_per_op"]) != bool(figures["energy_pj_per_byte"]):
+        given, missing = (
+            ("energy_pj_per_op", "energy_pj_per_byte")
+            if figures["energy_pj_per_op"]
+            else ("energy_pj_per_byte", "energy_pj_per_op")
+        )
+        raise _fail(label, missing, f"missing required table: [{given}] needs [{missing}]")
+    onchip_bandwidth = figures["memory"].get("onchip_bandwidth_gbps")
+    if onchip_bandwidth is not None and "onchip_mb" not in figures["memory"]:
+        raise _fail(label, "memory.onchip_mb", "missing required key: memory.onchip_bandwidth_gbps needs it")
+    if onchip_bandwidth is not None and not cache_levels:
+        cache_levels = (
+            CacheLevel(
+                figures["memory"]["onchip_mb"] * 1e6,
+                onchip_bandwidth * 1e9,
+                sources["memory.onchip_bandwidth_gbps"],
+                "onchip",
+            ),
+        )
 
     peaks, memory, runtime = figures["peak_tflops"], figures["memory"], figures["runtime"]
     if not peaks:
@@ -345,7 +434,28 @@ def _parse(data: bytes, *, label: str, origin: str, stem: str | None) -> Platfor
         cache_levels=cache_levels,
         efficiency=MappingProxyType(dict(figures["efficiency"])),
         run_overhead_s=(optional("runtime", "run_overhead_us", 1e-6) or 0.0),
+        onchip_bandwidth=optional("memory", "onchip_bandwidth_gbps", 1e9),
+        array=array,
+        sparsity=sparsity,
+        energy_per_op=scaled(figures["energy_pj_per_op"], 1e-12),
+        energy_per_byte=scaled(figures["energy_pj_per_byte"], 1e-12),
     )
+
+
+def _array(values: Mapping[str, float], label: str) -> PEArray | None:
+    """Validate ``[array]``: integer ``height``, ``width`` (and ``instances``, default 1) and ``clock_ghz``."""
+    if not values:
+        return None
+    for key in ("height", "width", "clock_ghz"):
+        if key not in values:
+            raise _fail(label, f"array.{key}", "missing required key")
+    counts = {}
+    for key in ("height", "width", "instances"):
+        value = values.get(key, 1.0)
+        if value != int(value):
+            raise _fail(label, f"array.{key}", f"value must be a whole number of PEs, got {_show(value)}")
+        counts[key] = int(value)
+    return PEArray(counts["height"], counts["width"], counts["instances"], values["clock_ghz"] * 1e9)
 
 
 def _cache_levels(raw: Any, label: str, sources: dict[str, str]) -> tuple[CacheLevel, ...]:

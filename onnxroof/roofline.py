@@ -14,9 +14,13 @@ it computes in):
 * intensity ``I = F / B`` (FLOP/byte); ridge ``R = P / W``;
 * attainable FLOP/s ``= e · min(P, I · W)`` (the roofline, derated);
 * ``t_compute = F / (e · P)``, ``t_memory = B / (e · W) = (C / W_dram + H / W_H) / e``;
-* predicted time ``t = max(t_compute, t_memory) + t_launch`` (per-kernel launch/dispatch overhead
-  ``launch_overhead_s`` × launches);
-* bound: ``compute`` when ``t_compute ≥ t_memory`` (equivalently ``I ≥ R``), else ``memory``.
+* utilization ``u`` in (0, 1]: the share of a processing-element array a GEMM-like kernel keeps busy
+  (:mod:`onnxroof.pe_array`; 1 without an ``[array]`` or for other kernels); the compute roof is ``u · P``;
+* predicted time ``t = max(t_compute, t_memory) + t_launch`` with ``t_compute = F / (e · u · P)`` (per-kernel
+  launch/dispatch overhead ``launch_overhead_s`` × launches);
+* bound: ``compute`` when ``t_compute ≥ t_memory`` (equivalently ``I ≥ u · R``), else ``memory``;
+* energy (platforms with energy figures, :mod:`onnxroof.energy`): ``F · E_op`` plus the DRAM bytes (the cold
+  ones, and the hot ones when no cache level holds them) × ``E_dram`` and the cache-served bytes × ``E_onchip``.
 
 Bundled datasheet platforms have neither cache levels nor efficiency figures, so for them ``W`` is the DRAM
 bandwidth and ``e = 1``: the plain roofline.
@@ -30,8 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from onnxroof.cost import Cost
+from onnxroof.energy import Energy, kernel_energy
 from onnxroof.errors import PlatformError
-from onnxroof.platform import Platform
+from onnxroof.platform import PRECISION_FALLBACK, Platform
 
 BOUND_COMPUTE = "compute"
 BOUND_MEMORY = "memory"
@@ -55,15 +60,7 @@ PRECISION_OF_DTYPE = {
 }
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
 #: When a platform lacks a precision the node computes in, the next one down this chain is used (and said).
-FALLBACK = {
-    "bf16": "fp16",
-    "fp16": "fp32",
-    "fp8": "fp16",
-    "int4": "int8",
-    "int8": "fp32",
-    "fp64": "fp32",
-    "tf32": "fp32",
-}
+FALLBACK = PRECISION_FALLBACK
 
 
 def precision_of(dtype: str) -> str:
@@ -246,8 +243,12 @@ class RooflinePoint:
     efficiency: float = 1.0
     """The derating ``e`` applied (1: none)."""
     level: str = "dram"
-    """The memory level whose bandwidth ``W`` was used: ``dram``, ``L1``, ``L2``... (measured cache levels), or
-    ``L1+dram``... when cold bytes came from DRAM and the rest from a cache level."""
+    """The memory level whose bandwidth ``W`` was used: ``dram``, ``onchip``, ``L1``, ``L2``... (measured cache
+    levels), or ``L1+dram``... when cold bytes came from DRAM and the rest from a cache level."""
+    utilization: float = 1.0
+    """The processing-element array utilization ``u`` applied (1: none)."""
+    energy: Energy | None = None
+    """Dynamic energy of the kernel; None when the platform gives no energy figures."""
 
 
 def classify(
@@ -260,6 +261,7 @@ def classify(
     op_class: str | None = None,
     hierarchy: bool = True,
     cold_bytes: float = 0.0,
+    utilization: float = 1.0,
 ) -> RooflinePoint:
     """The roofline point of ``cost`` run at ``precision`` on ``platform`` (formulas: module docstring).
 
@@ -267,16 +269,19 @@ def classify(
     ``launches`` kernels pay the launch overhead (a control-flow node launches its body's kernels each
     iteration). ``op_class`` (see :func:`op_class`) selects the platform's efficiency figure; ``hierarchy=False``
     ignores measured cache levels and uses the DRAM bandwidth; ``cold_bytes`` of the kernel's bytes come from
-    DRAM even when the working set would fit a cache level (clamped to ``[0, B]``).
+    DRAM even when the working set would fit a cache level (clamped to ``[0, B]``); ``utilization`` is the
+    processing-element array utilization of a GEMM-like kernel (:func:`onnxroof.pe_array.utilization`).
     """
     peak = platform.peak(precision)
     moved = cost.bytes
+    near = 0.0  # bytes served by a cache / on-chip level
     if hierarchy and platform.cache_levels:
         cold = min(max(cold_bytes, 0.0), moved)
         hot = moved - cold
         hot_bandwidth, level = platform.bandwidth_for(hot)
         seconds = cold / platform.dram_bandwidth + hot / hot_bandwidth
         bandwidth = moved / seconds if seconds > 0 else hot_bandwidth
+        near = hot if level != "dram" else 0.0
         if cold > 0 and level != "dram":
             level = f"{level}+dram" if hot > 0 else "dram"
     else:
@@ -288,8 +293,9 @@ def classify(
         return RooflinePoint(
             precision, intensity, peak, bandwidth, ridge, 0.0, 0.0, 0.0, 0.0, 0.0, BOUND_NONE, efficiency, level
         )
-    attainable = efficiency * min(peak, intensity * bandwidth)
-    t_compute = cost.flops / (efficiency * peak)
+    energy = kernel_energy(platform, precision, cost.flops, moved - near, near)
+    attainable = efficiency * min(utilization * peak, intensity * bandwidth)
+    t_compute = cost.flops / (efficiency * utilization * peak)
     t_memory = moved / (efficiency * bandwidth)
     overhead = platform.launch_overhead_s * launches
     bound = BOUND_COMPUTE if t_compute >= t_memory and cost.flops > 0 else BOUND_MEMORY
@@ -307,4 +313,6 @@ def classify(
         bound,
         efficiency,
         level,
+        utilization,
+        energy,
     )

@@ -27,7 +27,8 @@ def summary_table(analysis: Analysis) -> Table:
     grid.add_column(justify="right")
     grid.add_column(style="bold")
     grid.add_column(justify="right")
-    ridge = p.ridge(p.precisions()[0])
+    shown = analysis.precision_override or _main_precision(analysis)
+    ridge = p.ridge(shown)
     rows = [
         ("Predicted latency", seconds(t.latency_s), "Params", si(t.params)),
         ("Memory-bound share", percent(t.memory_bound_share), "Weights", si(t.weight_bytes, "B")),
@@ -43,11 +44,39 @@ def summary_table(analysis: Analysis) -> Table:
             "Layout time",
             f"{seconds(t.layout_latency_s)} ({percent(t.layout_share)})",
         ),
-        ("Bandwidth", si(p.dram_bandwidth, "B/s"), f"Ridge ({p.precisions()[0]})", f"{ridge:.3g} FLOP/B"),
+        ("Bandwidth", si(p.dram_bandwidth, "B/s"), f"Ridge ({shown})", f"{ridge:.3g} FLOP/B"),
     ]
+    if t.energy_j is not None:
+        rows.append(("Energy / inference", si(t.energy_j, "J"), "Energy-delay", f"{t.energy_delay_js:.3g} J·s"))
+        rows.append(
+            ("Memory energy", percent(t.energy_memory_share or 0.0), "Compute energy", si(t.energy_compute_j, "J"))
+        )
+    if t.array_utilization is not None:
+        assert p.array is not None
+        shape = f"{p.array.height}×{p.array.width}×{p.array.instances}"
+        rows.append(("PE array", shape, "Utilization", percent(t.array_utilization)))
     for row in rows:
         grid.add_row(*row)
     return grid
+
+
+def _main_precision(analysis: Analysis) -> str:
+    """The precision the most predicted time computes at (the platform's first when nothing runs)."""
+    time: dict[str, float] = {}
+    for kernel in analysis.kernels:
+        time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
+    return max(time, key=time.__getitem__) if time else analysis.platform.precisions()[0]
+
+
+def whatif_text(analysis: Analysis) -> str:
+    """The what-if knobs in one line (empty when none is set)."""
+    plan = analysis.whatif
+    parts = [plan.precision] if plan.precision else []
+    parts += [f"{kind} density {value:g}" for kind, value in plan.densities.to_dict().items()]
+    if plan.layers:
+        parts.append(f"{len(plan.layers)} layer densities")
+    parts += [name for name, on in (("compress_mem", plan.compress_mem), ("skip_compute", plan.skip_compute)) if on]
+    return ", ".join(parts)
 
 
 _SHORT_OPS = {  # display names for fused op chains
@@ -170,6 +199,9 @@ def render_console(analysis: Analysis, console: Console, top: int = 15, explain_
         (analysis.platform.title, "bold cyan"),
         f"  ({analysis.platform.name})",
     )
+    knobs = whatif_text(analysis)
+    if knobs:
+        header.append(f"\nwhat-if: {knobs}", style="yellow")
     console.print(Panel(Group(header, Text(""), summary_table(analysis)), title="onnxroof", expand=False))
     console.print(top_table(analysis, top, console.width))
     console.print(op_type_table(analysis))

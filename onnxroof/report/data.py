@@ -42,6 +42,12 @@ NODE_FIELDS = (
     "t_overhead_s",
     "latency_s",
     "bound",
+    "utilization",
+    "compute_density",
+    "energy_j",
+    "energy_compute_j",
+    "energy_memory_j",
+    "energy_bound",
     "note",
 )
 
@@ -73,6 +79,19 @@ def platform_dict(analysis: Analysis) -> dict[str, Any]:
         "tdp_w": p.tdp_w,
         "launch_overhead_s": p.launch_overhead_s,
         "fusion_profile": p.fusion_profile,
+        "onchip_bandwidth": p.onchip_bandwidth,
+        "sparsity": p.sparsity,
+        "array": None
+        if p.array is None
+        else {
+            "height": p.array.height,
+            "width": p.array.width,
+            "instances": p.array.instances,
+            "clock_hz": p.array.clock_hz,
+            "peak_flops": p.array.peak_flops,
+        },
+        "energy_per_op_j": dict(p.energy_per_op),
+        "energy_per_byte_j": dict(p.energy_per_byte),
     }
 
 
@@ -99,6 +118,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         },
         "platform": platform_dict(analysis),
         "precision_override": analysis.precision_override,
+        "whatif": analysis.whatif.to_dict(),
         "totals": {
             "flops": t.flops,
             "macs": t.macs,
@@ -123,6 +143,12 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "layout_bytes": t.layout_bytes,
             "layout_latency_s": t.layout_latency_s,
             "layout_share": t.layout_share,
+            "energy_j": t.energy_j,
+            "energy_compute_j": t.energy_compute_j,
+            "energy_memory_j": t.energy_memory_j,
+            "energy_delay_js": t.energy_delay_js,
+            "energy_memory_share": t.energy_memory_share,
+            "array_utilization": t.array_utilization,
         },
         "nodes": [_node(n) for n in analysis.nodes],
         "kernels": [{key: _finite(value) for key, value in k.to_dict().items()} for k in analysis.kernels],
