@@ -14,7 +14,7 @@ left after fusion.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from onnxroof.cost import Cost
@@ -40,13 +40,13 @@ class Placement:
     t_overhead_s: float
     latency_s: float
     bound: str
-    utilization: float
+    utilization: float = field(default=1.0, kw_only=True)
     """Processing-element array utilization (1 without an array or for non-GEMM kernels)."""
-    energy_j: float | None
+    energy_j: float | None = field(default=None, kw_only=True)
     """Dynamic energy, J (None: the platform gives no energy figures)."""
-    energy_compute_j: float | None
-    energy_memory_j: float | None
-    energy_bound: str
+    energy_compute_j: float | None = field(default=None, kw_only=True)
+    energy_memory_j: float | None = field(default=None, kw_only=True)
+    energy_bound: str = field(default="none", kw_only=True)
     """``compute`` or ``memory`` (which energy dominates), ``none`` when nothing runs or energy is unknown."""
 
     @property
