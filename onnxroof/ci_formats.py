@@ -1,7 +1,7 @@
 """Renderers for ``onnxroof check`` results: the terminal view, JSON, JUnit XML, SARIF 2.1.0 and GitHub
 workflow annotations.
 
-Every renderer takes the :class:`~onnxroof.budget.ModelCheck` rows of one run (one per model, in the order
+Every renderer takes the :class:`~onnxroof.budget_check.ModelCheck` rows of one run (one per model, in the order
 given) and returns text (the terminal view prints to a console):
 
 * **JUnit** — one ``<testsuite>`` per model; each limit is a ``<testcase>`` (``<failure>`` when violated),
@@ -28,16 +28,8 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxroof import __version__
-from onnxroof.budget import (
-    LIMITS,
-    SLOWDOWN,
-    STATUS_ERROR,
-    UNSUPPORTED,
-    VERDICT_FAIL,
-    Budget,
-    ModelCheck,
-    overall_exit_code,
-)
+from onnxroof.budget import LIMITS, SLOWDOWN, STATUS_ERROR, UNSUPPORTED, VERDICT_FAIL, Budget
+from onnxroof.budget_check import ModelCheck, overall_exit_code
 from onnxroof.findings import RULES
 from onnxroof.report.console import findings_view
 from onnxroof.report.units import seconds

@@ -118,7 +118,8 @@ def check(
 ) -> None:
     """Check MODELS against a budget on a platform: exit 0 pass, 1 violated, 2 bad input."""
     from onnxroof import ci_formats
-    from onnxroof.budget import Budget, BudgetError, CheckSettings, error_check, load_budget, overall_exit_code
+    from onnxroof.budget import Budget, BudgetError, load_budget
+    from onnxroof.budget_check import CheckSettings, error_check, overall_exit_code
     from onnxroof.diff import load_baseline, pick_baseline
     from onnxroof.load import parse_dim_bindings
     from onnxroof.platform import load_platform
@@ -204,7 +205,8 @@ def _run(tasks, ready, rules, settings, jobs: int, total: int, debug: bool) -> l
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from onnxroof.budget import EXIT_INTERNAL, check_model, error_check
+    from onnxroof.budget import EXIT_INTERNAL
+    from onnxroof.budget_check import check_model, error_check
 
     err = Console(stderr=True)
     results: list[Any] = []

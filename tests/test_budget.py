@@ -16,16 +16,12 @@ from onnxroof.budget import (
     EXIT_VIOLATION,
     Budget,
     BudgetError,
-    CheckSettings,
     Limit,
-    check_model,
-    error_check,
-    evaluate,
     load_budget,
-    overall_exit_code,
     parse_budget,
     parse_quantity,
 )
+from onnxroof.budget_check import CheckSettings, check_model, error_check, evaluate, overall_exit_code
 from onnxroof.errors import OnnxroofError
 from onnxroof.findings import Finding
 

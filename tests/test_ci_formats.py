@@ -12,7 +12,8 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from onnxroof.budget import Budget, CheckSettings, Limit, check_model, error_check
+from onnxroof.budget import Budget, Limit
+from onnxroof.budget_check import CheckSettings, check_model, error_check
 from onnxroof.ci_formats import (
     SARIF_MAX_LOCATIONS,
     artifact_uri,
