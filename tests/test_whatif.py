@@ -93,6 +93,15 @@ onchip = { value = 1, source = "test" }
 """
 
 
+ONCHIP = '[memory]\nonchip_mb = { value = 1, source = "t" }\nonchip_bandwidth_gbps = { value = 8000, source = "t" }\n'
+
+
+def with_onchip(path: Path) -> Path:
+    """The platform file with a 1 MB on-chip level at 8000 GB/s."""
+    path.write_text(path.read_text().replace("[memory]\n", ONCHIP))
+    return path
+
+
 def only_kernel(analysis: onnxroof.Analysis):
     (kernel,) = analysis.kernels
     return kernel
@@ -335,13 +344,7 @@ def test_kernel_energy_is_ops_times_e_op_plus_bytes_times_e_mem(tmp_path: Path) 
 def test_a_working_set_that_fits_on_chip_uses_the_onchip_roof_and_energy(tmp_path: Path) -> None:
     m, k, n = 16, 16, 16
     model = gemm_model(tmp_path / "g.onnx", m, k, n)
-    onchip = ENERGY + ""
-    platform = platform_file(tmp_path / "onchip.toml", onchip)
-    text = platform.read_text().replace(
-        "[memory]\n",
-        '[memory]\nonchip_mb = { value = 1, source = "t" }\nonchip_bandwidth_gbps = { value = 8000, source = "t" }\n',
-    )
-    platform.write_text(text)
+    platform = with_onchip(platform_file(tmp_path / "onchip.toml", ENERGY))
     kernel = only_kernel(onnxroof.analyze(model, platform))
     moved = 4 * (m * k + k * n + m * n)
     assert kernel.t_memory_s == pytest.approx(moved / 8000e9)
@@ -406,3 +409,17 @@ def test_platforms_with_sparse_peaks_default_to_two_four() -> None:
     assert load_platform("a100").sparsity == "2:4"
     assert load_platform("xavier").sparsity == "none"
     assert math.isclose(load_platform("a100").sparse_peak_flops["fp16"], 2 * load_platform("a100").peak("fp16"))
+
+
+def test_the_roofline_plot_draws_the_onchip_roof(tmp_path: Path) -> None:
+    from onnxroof.report.plot import figure
+
+    model = gemm_model(tmp_path / "g.onnx", 16, 16, 16)
+    platform = with_onchip(platform_file(tmp_path / "onchip.toml"))
+
+    def dotted(path: Path) -> int:
+        axes = figure([onnxroof.analyze(model, path)]).axes[0]
+        return sum(1 for line in axes.get_lines() if line.get_linestyle() == ":")
+
+    assert dotted(platform) == 1
+    assert dotted(platform_file(tmp_path / "flat.toml")) == 0

@@ -142,6 +142,8 @@ def figure(analyses: Sequence[Analysis], title: str | None = None):
                 zorder=6,
                 path_effects=halo,
             )
+        if not several and main:
+            _cache_roofs(ax, p, main, xmin, ymin, halo)
         drawn = [k for k in analysis.kernels if k.flops > 0 and k.latency_s > 0]
         xs = [xmax if k.intensity is None or not math.isfinite(k.intensity) else max(k.intensity, xmin) for k in drawn]
         ys = [max(k.flops / k.latency_s, ymin) for k in drawn]
@@ -217,6 +219,30 @@ def figure(analyses: Sequence[Analysis], title: str | None = None):
     else:
         ax.legend(handles=legend_handles, fontsize=8, loc="lower right", frameon=True, framealpha=0.9)
     return fig
+
+
+def _cache_roofs(ax, platform, precision: str, xmin: float, ymin: float, halo) -> None:
+    """Dotted memory slopes of the on-chip level or measured cache levels, up to the ``precision`` peak: a kernel
+    whose working set fits a level is placed against that level's roof."""
+    peak = platform.peak(precision)
+    for number, level in enumerate(platform.cache_levels, start=1):
+        ridge = peak / level.bandwidth
+        start = max(xmin, ymin / level.bandwidth)
+        if start >= ridge:
+            continue
+        ax.plot(
+            [start, ridge], [start * level.bandwidth, peak], color="#8a93a6", linewidth=1.1, linestyle=":", zorder=2
+        )
+        ax.annotate(
+            f"{level.name or f'L{number}'} {si(level.bandwidth, 'B/s')}",
+            (start, start * level.bandwidth),
+            xytext=(4, 6),
+            textcoords="offset points",
+            fontsize=7,
+            color="#6a7387",
+            zorder=6,
+            path_effects=halo,
+        )
 
 
 def render_plot(analyses: Sequence[Analysis], fmt: str, title: str | None = None) -> bytes:
