@@ -24,6 +24,8 @@ OR005  fp32-on-low-precision   float32 Conv/MatMul/Gemm work on a platform whose
 OR006  launch-overhead         kernels whose launch overhead exceeds both their compute and memory time
                                take ≥ 30 % of the predicted latency
 OR007  exceeds-memory          weights + peak activations exceed the platform's memory capacity
+OR008  array-underutilized     on a platform with a processing-element array, GEMM-like kernels below 50 %
+                               utilization take ≥ 10 % of the predicted latency
 =====  ======================  =========================================================================
 
 Every threshold is a named module constant. Findings are computed from kernels where the fusion pass has
@@ -44,6 +46,8 @@ from onnxroof.findings_catalog import (
     LAYOUT_CHAIN_SHARE,
     LOW_INTENSITY_CONV_SHARE,
     LOW_PRECISION_RATIO,
+    LOW_UTILIZATION,
+    LOW_UTILIZATION_SHARE,
     MIN_WASTE_SHARE,
     RULES,
     SEVERITIES,
@@ -445,6 +449,33 @@ def _exceeds_memory(ctx: _Context) -> Iterable[Finding]:
     )
 
 
+# --------------------------------------------------------------------------------------------- OR008
+
+
+def _array_underutilized(ctx: _Context) -> Iterable[Finding]:
+    array = ctx.platform.array
+    if array is None:
+        return
+    low = [k for k in ctx.analysis.kernels if k.macs > 0 and k.utilization < LOW_UTILIZATION]
+    share = ctx.share(sum(k.latency_s for k in low))
+    if not low or share < LOW_UTILIZATION_SHARE:
+        return
+    worst = sorted(low, key=lambda k: (-k.latency_s, k.id))
+    rule = RULES["OR008"]
+    named = ", ".join(f"{ctx.label(k.node_ids[0])} at {percent(k.utilization)}" for k in worst[:3])
+    yield Finding(
+        rule.id,
+        rule.severity,
+        rule.title,
+        tuple(k.node_ids[0] for k in worst),
+        f"{len(low)} kernel(s) use less than {percent(LOW_UTILIZATION)} of the {array.height}×{array.width}"
+        f"×{array.instances} array and take {percent(share)} of the predicted latency ({named}).",
+        f"Make reduction dims multiples of {array.height} and output dims multiples of {array.width} (channels, "
+        "hidden sizes, heads), batch small GEMMs together, or replace depthwise convolutions by dense ones where "
+        "the array makes them nearly free.",
+    )
+
+
 _CHECKS: tuple[Callable[[_Context], Iterable[Finding]], ...] = (
     _bn_not_folded,
     _channels_not_aligned,
@@ -453,4 +484,5 @@ _CHECKS: tuple[Callable[[_Context], Iterable[Finding]], ...] = (
     _fp32_on_low_precision,
     _launch_overhead,
     _exceeds_memory,
+    _array_underutilized,
 )

@@ -28,6 +28,10 @@ LAYOUT_CHAIN_SHARE = 0.05
 LOW_PRECISION_RATIO = 4.0
 #: OR006: share of the predicted latency in kernels dominated by launch overhead.
 LAUNCH_OVERHEAD_SHARE = 0.30
+#: OR008: a GEMM-like kernel under-uses a processing-element array below this utilization...
+LOW_UTILIZATION = 0.5
+#: ...and such kernels together take at least this share of the predicted latency.
+LOW_UTILIZATION_SHARE = 0.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,16 @@ RULES: Mapping[str, Rule] = MappingProxyType(
                 "Model does not fit in the platform's memory",
                 "Weights plus peak activations exceed the platform's memory capacity.",
                 "The model cannot be loaded and run on this device as is.",
+            ),
+            Rule(
+                "OR008",
+                "array-underutilized",
+                "warning",
+                "GEMM dims leave the processing-element array idle",
+                f"On a platform with a PE array, GEMM-like kernels below {LOW_UTILIZATION:.0%} utilization (dims "
+                f"that do not fill or divide the array) take ≥ {LOW_UTILIZATION_SHARE:.0%} of the predicted latency.",
+                "An array computes whole tiles: a reduction or output dim just above a multiple of its height or "
+                "width pads a nearly empty tile, and a depthwise convolution fills one column.",
             ),
         )
     }

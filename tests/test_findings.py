@@ -299,3 +299,54 @@ def test_no_findings_says_so() -> None:
     buffer = StringIO()
     Console(file=buffer, width=80, color_system=None).print(findings_view(()))
     assert buffer.getvalue().strip() == "Findings: none"
+
+
+def _array_platform(tmp_path: Path, side: int) -> Path:
+    """A platform with one side×side PE array (fp32 100 TFLOP/s, 1000 GB/s, no launch overhead)."""
+    path = tmp_path / f"array{side}.toml"
+    path.write_text(
+        f"""schema = 1
+name = "array{side}"
+title = "array"
+kind = "accelerator"
+fusion_profile = "none"
+[peak_tflops]
+fp32 = {{ value = 100, source = "t" }}
+[memory]
+dram_bandwidth_gbps = {{ value = 1000, source = "t" }}
+[runtime]
+launch_overhead_us = {{ value = 0.000001, source = "t" }}
+[array]
+height = {{ value = {side}, source = "t" }}
+width = {{ value = {side}, source = "t" }}
+clock_ghz = {{ value = 1, source = "t" }}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _matmul(tmp_path: Path, m: int, k: int, n: int) -> Path:
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")],
+        "mm",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])],
+        [numpy_helper.from_array(np.zeros((k, n), np.float32), "W")],
+    )
+    path = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_or008_gemm_dims_just_above_the_array_leave_it_idle(tmp_path: Path) -> None:
+    # K = N = 129 on a 128×128 array: 2×2 tiles, utilization (129/256)² ≈ 25 %, and the GEMM is all the time.
+    found = find(analyze(_matmul(tmp_path, 4096, 129, 129), _array_platform(tmp_path, 128)))
+    (finding,) = [f for f in found if f.id == "OR008"]
+    assert finding.node_ids == ("0:mm",) and "25.4%" in finding.message
+
+
+def test_or008_not_when_dims_divide_the_array_nor_without_one(tmp_path: Path) -> None:
+    model = _matmul(tmp_path, 4096, 256, 256)
+    assert "OR008" not in {f.id for f in find(analyze(model, _array_platform(tmp_path, 128)))}
+    assert "OR008" not in {f.id for f in find(analyze(_matmul(tmp_path, 4096, 129, 129), "h100"))}
