@@ -14,6 +14,7 @@ from typing import Any
 
 from onnxroof.analysis import Analysis, NodeResult
 from onnxroof.findings import find
+from onnxroof.platform import Platform
 
 SCHEMA_VERSION = 1
 
@@ -64,7 +65,11 @@ def _node(node: NodeResult) -> dict[str, Any]:
 
 
 def platform_dict(analysis: Analysis) -> dict[str, Any]:
-    p = analysis.platform
+    return platform_fields(analysis.platform)
+
+
+def platform_fields(p: Platform) -> dict[str, Any]:
+    """A platform's figures in SI units (FLOP/s, B/s, bytes, seconds, joules)."""
     return {
         "name": p.name,
         "title": p.title,

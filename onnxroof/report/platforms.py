@@ -30,6 +30,8 @@ def render_platforms_table(platforms: tuple[Platform, ...], console: Console) ->
     for precision in ("fp32", "fp16"):
         table.add_column(f"ridge {precision}", justify="right")
     table.add_column("launch", justify="right")
+    table.add_column("pJ/op · pJ/B", justify="right")
+    table.add_column("PE array", justify="right")
     for p in platforms:
         peaks = [si(p.peak_flops[x], "FLOP/s") if x in p.peak_flops else "–" for x in _SHOWN]
         ridges = [f"{p.ridge(x):.3g}" if x in p.peak_flops else "–" for x in ("fp32", "fp16")]
@@ -40,26 +42,25 @@ def render_platforms_table(platforms: tuple[Platform, ...], console: Console) ->
             si(p.dram_bandwidth, "B/s"),
             *ridges,
             f"{p.launch_overhead_s * 1e6:.3g} µs",
+            _energy_text(p),
+            f"{p.array.height}×{p.array.width}×{p.array.instances}" if p.array else "–",
         )
     console.print(table)
 
 
+def _energy_text(p: Platform) -> str:
+    """Energy per operation at the platform's first precision with a figure, and per DRAM byte, in pJ."""
+    if not p.has_energy:
+        return "–"
+    precision = next(x for x in (*p.precisions(), *p.energy_per_op) if x in p.energy_per_op)
+    return f"{p.energy_per_op[precision] * 1e12:.3g} ({precision}) · {p.energy_per_byte['dram'] * 1e12:.3g}"
+
+
 def render_platforms_json(platforms: tuple[Platform, ...]) -> str:
-    rows = [
-        {
-            "name": p.name,
-            "title": p.title,
-            "kind": p.kind,
-            "peak_flops": dict(p.peak_flops),
-            "sparse_peak_flops": dict(p.sparse_peak_flops),
-            "dram_bandwidth": p.dram_bandwidth,
-            "ridge": {x: p.ridge(x) for x in p.precisions()},
-            "launch_overhead_s": p.launch_overhead_s,
-            "fusion_profile": p.fusion_profile,
-        }
-        for p in platforms
-    ]
-    return json.dumps(rows, indent=2) + "\n"
+    """Every platform's figures in SI units, as the report JSON's ``platform`` object."""
+    from onnxroof.report.data import platform_fields
+
+    return json.dumps([platform_fields(p) for p in platforms], indent=2) + "\n"
 
 
 def render_rules_table(entries: tuple[RuleEntry, ...], console: Console) -> None:
