@@ -11,6 +11,8 @@ naming the file and the key)::
     max_peak_activation_bytes = "64 MiB"
     max_memory_bound_share = "60%"         # shares: "60%" or a fraction 0.6
     max_layout_share = "10%"
+    max_energy = "5 mJ"                    # energy per inference: J, mJ, uJ (or µJ), nJ, pJ (platforms with
+                                           # energy figures; on others the limit fails, naming the platform)
     allow_unsupported = false              # false: any op without a cost rule fails the check
     max_slowdown = "5%"                    # with --baseline: predicted latency may grow this much
 
@@ -37,7 +39,7 @@ from typing import Any
 
 from onnxroof.errors import OnnxroofError
 from onnxroof.findings import RULES, SEVERITIES, Finding
-from onnxroof.report.units import percent, seconds, si
+from onnxroof.report.units import joules, percent, seconds, si
 
 SCHEMA_VERSION = 1
 FAIL_ON = (*SEVERITIES, "never")
@@ -58,7 +60,7 @@ class LimitSpec:
     """One kind of limit: its key, what it measures and the unit family its values are read in."""
 
     key: str
-    kind: str  # duration | count | bytes | share
+    kind: str  # duration | count | bytes | share | energy
     label: str
     total: str  # the Totals field it bounds ("" when computed otherwise)
 
@@ -71,6 +73,7 @@ LIMITS: tuple[LimitSpec, ...] = (
     LimitSpec("max_peak_activation_bytes", "bytes", "peak activation memory", "peak_activation_bytes"),
     LimitSpec("max_memory_bound_share", "share", "memory-bound share of time", "memory_bound_share"),
     LimitSpec("max_layout_share", "share", "layout-traffic share of time", "layout_share"),
+    LimitSpec("max_energy", "energy", "energy per inference", "energy_j"),
 )
 SLOWDOWN = LimitSpec("max_slowdown", "share", "latency change vs baseline", "")
 UNSUPPORTED = LimitSpec("allow_unsupported", "count", "unsupported ops", "")
@@ -84,6 +87,7 @@ _FINDING_KEYS = frozenset({"fail_on", "fail", "allow", "ignore"})
 
 _NUMBER = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?\s*(\S*)\s*$")
 _DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
+_ENERGY_UNITS = {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "μJ": 1e-6, "nJ": 1e-9, "pJ": 1e-12}
 _COUNT_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BYTE_UNITS = {
     "": 1.0,
@@ -102,6 +106,7 @@ _HINTS = {
     "count": "a number, optionally with K, M, G, T or P (decimal) — e.g. '5G'",
     "bytes": "a number of bytes, optionally with kB, MB, GB, TB (decimal) or KiB, MiB, GiB, TiB — e.g. '64 MiB'",
     "share": "a percentage or a fraction from 0 to 1 — e.g. '60%' or 0.6",
+    "energy": "a number with a unit: J, mJ, uJ (or µJ), nJ, pJ — e.g. '5 mJ'",
 }
 
 
@@ -130,10 +135,10 @@ def parse_quantity(value: Any, kind: str, where: str) -> float:
 
 def _scale(kind: str, unit: str | None, value: Any, where: str) -> float:
     hint = _HINTS[kind]
-    if kind == "duration":
+    if kind in ("duration", "energy"):
         if not unit:
             raise BudgetError(f"{where}: {_show(value)} has no unit: expected {hint}")
-        scale = _DURATION_UNITS.get(unit)
+        scale = (_DURATION_UNITS if kind == "duration" else _ENERGY_UNITS).get(unit)
     elif kind == "count":
         scale = _COUNT_UNITS.get(unit or "")
     elif kind == "bytes":
@@ -160,6 +165,8 @@ def format_quantity(value: float, kind: str) -> str:
         return si(value, "B")
     if kind == "share":
         return percent(value)
+    if kind == "energy":
+        return joules(value)
     return si(value)
 
 
@@ -191,6 +198,7 @@ class Budget:
     max_peak_activation_bytes: Limit | None = None
     max_memory_bound_share: Limit | None = None
     max_layout_share: Limit | None = None
+    max_energy: Limit | None = None
     allow_unsupported: bool | None = None
     max_slowdown: Limit | None = None
     fail_on: str = "error"

@@ -73,6 +73,9 @@ class FindingResult:
         return {**self.finding.to_dict(), "verdict": self.verdict}
 
 
+_PER_PLATFORM = frozenset({"max_latency", "max_energy"})
+
+
 def evaluate(
     totals: Mapping[str, float],
     platform_names: Sequence[str],
@@ -92,8 +95,15 @@ def evaluate(
         limit = budget.latency_limit(platform_names) if spec.key == "max_latency" else getattr(budget, spec.key)
         if limit is None:
             continue
+        label = f"{spec.label} on {platform_names[0]}" if spec.key in _PER_PLATFORM else spec.label
+        if totals.get(spec.total) is None:  # e.g. energy on a platform without energy figures: never a silent pass
+            results.append(
+                LimitResult(
+                    spec.key, label, spec.kind, math.nan, limit.value, "unknown (no figures)", limit.text, False
+                )
+            )
+            continue
         value = float(totals[spec.total])
-        label = f"{spec.label} on {platform_names[0]}" if spec.key == "max_latency" else spec.label
         results.append(
             LimitResult(
                 spec.key,

@@ -78,6 +78,9 @@ def check(
         str | None, _limit_option("Share of time in memory-bound kernels, e.g. 60%.", "SHARE")
     ] = None,
     max_layout_share: Annotated[str | None, _limit_option("Share of time in layout copies, e.g. 10%.", "SHARE")] = None,
+    max_energy: Annotated[
+        str | None, _limit_option("Energy per inference, e.g. 5mJ (platforms with energy figures).", "ENERGY")
+    ] = None,
     allow_unsupported: Annotated[
         bool | None,
         typer.Option(
@@ -139,6 +142,7 @@ def check(
                 "max_peak_activation_bytes": max_peak_activation_bytes,
                 "max_memory_bound_share": max_memory_bound_share,
                 "max_layout_share": max_layout_share,
+                "max_energy": max_energy,
                 "max_slowdown": fail_if_slower,
             },
             allow_unsupported=allow_unsupported,

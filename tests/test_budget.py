@@ -297,3 +297,24 @@ def test_the_worst_exit_code_wins() -> None:
     assert overall_exit_code([ok, bad]) == EXIT_BAD_INPUT
     assert overall_exit_code([bug, ok, bad]) == EXIT_INTERNAL
     assert overall_exit_code([]) == EXIT_PASS
+
+
+@pytest.mark.parametrize(("text", "joules"), [("5 mJ", 5e-3), ("2J", 2.0), ("750 µJ", 750e-6), ("3e2 nJ", 3e-7)])
+def test_energy_limits_read_si_units(text: str, joules: float) -> None:
+    assert parse_budget(f"schema = 1\nmax_energy = '{text}'").max_energy.value == pytest.approx(joules)
+
+
+@pytest.mark.parametrize("text", ["5", "5 kWh", "5 ms"])
+def test_energy_limits_need_an_energy_unit(text: str) -> None:
+    with pytest.raises(BudgetError, match="max_energy"):
+        parse_budget(f"schema = 1\nmax_energy = '{text}'")
+
+
+def test_an_energy_limit_on_a_platform_without_energy_figures_fails_and_says_why() -> None:
+    budget = Budget(max_energy=Limit(5e-3, "5 mJ"))
+    (unknown,), _ = evaluate({**TOTALS, "energy_j": None}, ("xavier",), 0, (), budget)
+    assert not unknown.passed and unknown.value_text == "unknown (no figures)"
+    assert unknown.label == "energy per inference on xavier" and unknown.to_dict()["value"] is None
+    (within,), _ = evaluate({**TOTALS, "energy_j": 5e-3}, ("pim",), 0, (), budget)
+    (over,), _ = evaluate({**TOTALS, "energy_j": 6e-3}, ("pim",), 0, (), budget)
+    assert within.passed and not over.passed and over.value_text == "6 mJ"

@@ -215,6 +215,7 @@ def test_readme_budget_file(folder: Path) -> None:
         "max_peak_activation_bytes",
         "max_memory_bound_share",
         "max_layout_share",
+        "max_energy",
         "allow_unsupported",
     ]
     assert done.exit_code == (1 if any(r["verdict"] == "fail" for r in model["limits"]) else 0)

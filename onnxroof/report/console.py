@@ -11,7 +11,7 @@ from rich.text import Text
 
 from onnxroof.analysis import Analysis
 from onnxroof.findings import Finding, find
-from onnxroof.report.units import percent, seconds, si
+from onnxroof.report.units import joules, percent, seconds, si
 
 
 def _shape(shape: list | None) -> str:
@@ -47,9 +47,9 @@ def summary_table(analysis: Analysis) -> Table:
         ("Bandwidth", si(p.dram_bandwidth, "B/s"), f"Ridge ({shown})", f"{ridge:.3g} FLOP/B"),
     ]
     if t.energy_j is not None:
-        rows.append(("Energy / inference", si(t.energy_j, "J"), "Energy-delay", f"{t.energy_delay_js:.3g} J·s"))
+        rows.append(("Energy / inference", joules(t.energy_j), "Energy-delay", f"{t.energy_delay_js:.3g} J·s"))
         rows.append(
-            ("Memory energy", percent(t.energy_memory_share or 0.0), "Compute energy", si(t.energy_compute_j, "J"))
+            ("Memory energy", percent(t.energy_memory_share or 0.0), "Compute energy", joules(t.energy_compute_j))
         )
     if t.array_utilization is not None:
         assert p.array is not None

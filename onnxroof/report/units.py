@@ -22,12 +22,25 @@ def si(value: float, unit: str = "", digits: int = 3) -> str:
 
 def seconds(value: float) -> str:
     """``seconds(1.5e-3) == "1.5 ms"``."""
+    return _submultiple(value, "s", ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")))
+
+
+def joules(value: float | None) -> str:
+    """``joules(6e-3) == "6 mJ"``; ``–`` when unknown."""
+    if value is None:
+        return "–"
+    return _submultiple(value, "J", ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p")))
+
+
+def _submultiple(value: float, unit: str, prefixes: tuple[tuple[float, str], ...]) -> str:
+    """A quantity of at most a few units with the largest prefix that keeps it ≥ 1 (the smallest prefix below)."""
     if value <= 0:
-        return "0 s"
-    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        return f"0 {unit}"
+    for factor, prefix in prefixes:
         if value >= factor:
-            return f"{value / factor:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
+            return f"{value / factor:.3g} {prefix}{unit}"
+    factor, prefix = prefixes[-1]
+    return f"{value / factor:.3g} {prefix}{unit}"
 
 
 def percent(share: float) -> str:
