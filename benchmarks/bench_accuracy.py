@@ -72,16 +72,18 @@ class Roofs:
     MatMul 1024³ and Conv 3×3 128→128 at 28×28) and the DRAM bandwidth (Relu streaming a 256 MB working set)."""
 
     def __init__(self, threads: int) -> None:
-        from onnxroof.calibrate import OpTimer, _peak_probes, _probe_cost, stream_probe, tiny_probe
+        from onnxroof.calibrate import OpTimer, stream_probe, tiny_probe
+        from onnxroof.calibrate_fit import probe_cost
+        from onnxroof.calibrate_probes import peak_probes
 
         rng = np.random.default_rng(0)
         tiny = tiny_probe()
         self._overhead = OpTimer("overhead", tiny.build, tiny.feeds(rng), threads, 0.1, chain=64)
         self._peaks = []
-        for precision, probe in _peak_probes(quick=False):
+        for precision, probe in peak_probes(quick=False):
             if precision == "fp32":
                 timer = OpTimer(probe.name, probe.build, probe.feeds(rng), threads, 0.15)
-                self._peaks.append((timer, _probe_cost(probe)[0]))
+                self._peaks.append((timer, probe_cost(probe)[0]))
         self.stream_bytes = 1 << 28
         stream = stream_probe(self.stream_bytes // 8)
         self._bandwidth = OpTimer("bandwidth", stream.build, stream.feeds(rng), threads, 0.15)

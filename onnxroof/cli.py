@@ -197,11 +197,20 @@ def report(
     explain_fusion: Annotated[
         bool, typer.Option("--explain-fusion", help="List every fusion candidate that did not fuse, and why.")
     ] = False,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            help="A JSON file from `onnxroof profile --format json`: measured times beside the prediction "
+            "(html: chart and table; json: a `measured` section; the table and csv ignore them).",
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Cost every operator of MODEL and place it on the platform's roofline."""
     from onnxroof.analysis import analyze
     from onnxroof.load import parse_dim_bindings
+    from onnxroof.measured_overlay import load_overlay, render_measured_json
     from onnxroof.report.console import render_console, render_warnings
     from onnxroof.report.data import render_csv, render_json
     from onnxroof.whatif import whatif_options
@@ -217,15 +226,17 @@ def report(
             fusion=fusion,
             **whatif_options(density, density_file, compress_mem, skip_compute),
         )
-        render_warnings(analysis.warnings, Console(stderr=True, highlight=False))
+        measured = load_overlay(profile, analysis) if profile is not None else None
+        warnings = analysis.warnings + (measured.warnings if measured is not None else ())
+        render_warnings(warnings, Console(stderr=True, highlight=False))
         if chosen is ReportFormat.json:
-            _emit(render_json(analysis), output)
+            _emit(render_json(analysis) if measured is None else render_measured_json(analysis, measured), output)
         elif chosen is ReportFormat.csv:
             _emit(render_csv(analysis), output)
         elif chosen is ReportFormat.html:
             from onnxroof.report.html import render_html
 
-            _emit(render_html(analysis), output)
+            _emit(render_html(analysis, measured), output)
         else:
             _emit(lambda console: render_console(analysis, console, top, explain_fusion), output)
 

@@ -3,7 +3,9 @@
 ``onnxroof calibrate [-o host.toml] [--quick] [--threads N]`` measures this host with onnxruntime
 micro-benchmarks and writes a platform file marked as measured (stdout without ``-o``).
 ``onnxroof profile MODEL --platform host.toml [-d NAME=VALUE]`` runs MODEL in onnxruntime with profiling and
-compares measured per-kernel and end-to-end times with onnxroof's prediction (a table, or ``--format json``).
+compares measured per-kernel and end-to-end times with onnxroof's prediction (a table, or ``--format json``);
+``--html OUT.html`` also writes the HTML report with the measured points on its roofline (as
+``onnxroof report MODEL --profile PROF.json --format html`` does from a saved profile).
 Exit codes as everywhere: 0 success, 2 bad input or usage, 3 an internal error.
 """
 
@@ -126,6 +128,12 @@ def profile(
     ] = None,
     output: OutputOption = None,
     top: Annotated[int, typer.Option(help="How many rows (by measured time) the table shows.", min=1)] = 20,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Also write the HTML report with the measured points beside the predicted ones here."
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Run MODEL in onnxruntime and compare measured per-kernel and end-to-end times with the prediction."""
@@ -134,6 +142,8 @@ def profile(
     from onnxroof.report.console import render_warnings
 
     with _errors(debug):
+        if html is not None and html.is_dir():  # fail before profiling, not after
+            raise OnnxroofError(f"{html}: is a folder; give a file name to write to")
         suffix = output.suffix.lower() if output else ""
         chosen = output_format or (ProfileFormat.json if suffix == ".json" else ProfileFormat.table)
         result = run_profile(
@@ -146,10 +156,21 @@ def profile(
             fusion=fusion,
         )
         render_warnings(result.warnings, Console(stderr=True, highlight=False))
+        if html is not None:
+            write_atomically(html, _html_report(result))
         if chosen is ProfileFormat.json:
             _emit(json.dumps(result.to_dict(), indent=2, allow_nan=False, default=_finite) + "\n", output)
         else:
             _emit(lambda console: render_profile(result, console, top), output)
+
+
+def _html_report(result) -> str:
+    """The HTML report of the profiled analysis with this run's measured overlay."""
+    from onnxroof.measured_overlay import measured_overlay
+    from onnxroof.report.html import render_html
+
+    overlay = measured_overlay(result.to_dict(), result.analysis, "onnxroof profile")
+    return render_html(result.analysis, overlay)
 
 
 def _finite(value):  # pragma: no cover - json.dumps only calls it for non-JSON types

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.calibrate import Figure, Timing, _hierarchy, _probes, stream_probe, tiny_probe
+from onnxroof.calibrate import Figure, Timing, stream_probe, tiny_probe
+from onnxroof.calibrate_fit import hierarchy
+from onnxroof.calibrate_probes import efficiency_probes
 from onnxroof.cli import app
 from onnxroof.cost import Cost
 from onnxroof.platform import EFFICIENCY_CLASSES, load_platform
@@ -135,7 +137,7 @@ def _sweep(points: list[tuple[float, float]]):
 
 def test_hierarchy_finds_plateaus_above_dram() -> None:
     points = [(64e3, 60), (256e3, 110), (1e6, 105), (4e6, 100), (16e6, 60), (32e6, 55), (64e6, 20), (256e6, 18)]
-    dram, levels = _hierarchy(_sweep(points), "2 threads")
+    dram, levels = hierarchy(_sweep(points), "2 threads")
     assert dram.value == pytest.approx(19e9)
     assert [(size, round(f.value / 1e9)) for size, f in levels] == [(4e6, 105), (32e6, 58)]
     for _, figure in levels:
@@ -143,13 +145,13 @@ def test_hierarchy_finds_plateaus_above_dram() -> None:
 
 
 def test_hierarchy_without_cache_effects_is_dram_only() -> None:
-    dram, levels = _hierarchy(_sweep([(1e6, 20), (16e6, 21), (64e6, 20), (256e6, 19)]), "1 thread")
+    dram, levels = hierarchy(_sweep([(1e6, 20), (16e6, 21), (64e6, 20), (256e6, 19)]), "1 thread")
     assert levels == () and dram.value == pytest.approx(19.5e9)
 
 
 def test_hierarchy_keeps_at_most_three_levels() -> None:
     points = [(64e3, 800), (256e3, 400), (1e6, 200), (4e6, 100), (16e6, 50), (256e6, 10), (512e6, 10)]
-    _, levels = _hierarchy(_sweep(points), "1 thread")
+    _, levels = hierarchy(_sweep(points), "1 thread")
     assert len(levels) == 3
     assert [size for size, _ in levels] == sorted(size for size, _ in levels)
 
@@ -157,10 +159,10 @@ def test_hierarchy_keeps_at_most_three_levels() -> None:
 def test_probes_cover_the_classes_and_build_valid_models() -> None:
     import onnx
 
-    probes = _probes(quick=False)
+    probes = efficiency_probes(quick=False)
     assert {p.op_class for p in probes} <= set(EFFICIENCY_CLASSES)
     assert {p.op_class for p in probes} >= {"matmul", "conv", "elementwise", "normalization", "softmax"}
-    quick = _probes(quick=True)
+    quick = efficiency_probes(quick=True)
     assert len({p.op_class for p in quick}) == len(quick)
     for probe in (*quick, stream_probe(1024), tiny_probe()):
         for copies in (1, 3):

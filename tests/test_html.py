@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 from onnxroof.analysis import analyze
 from onnxroof.cli import app
 from onnxroof.kernels import KernelResult
+from onnxroof.measured_overlay import measured_overlay, with_measured
 from onnxroof.report.data import to_dict
 from onnxroof.report.html import BOUND_COLOURS, explain, render_html
 from onnxroof.roofline import BOUND_COMPUTE, BOUND_MEMORY
@@ -81,14 +82,48 @@ def pages(tmp_path_factory, transformer, hostile):
         path = folder / f"{name}.html"
         path.write_text(render_html(analysis), encoding="utf-8")
         written[name] = (path, analysis)
+    for name, analysis in (("measured", transformer), ("hostile-measured", hostile)):
+        path = folder / f"{name}.html"
+        path.write_text(render_html(analysis, overlay_of(analysis)), encoding="utf-8")
+        written[name] = (path, analysis)
     return written
+
+
+SLOWER = 1.5
+
+
+def overlay_of(analysis, source: str = "prof.json"):
+    """A measured overlay in which every kernel but the last ran :data:`SLOWER` times its predicted time, and
+    onnxruntime's node names are hostile strings."""
+    rows = [
+        {
+            "kernels": [k.id],
+            "op_types": list(k.op_types),
+            "ort_nodes": [f"{ALL[i % len(ALL)]}{k.id}"],
+            "measured_s": SLOWER * k.latency_s,
+        }
+        for i, k in enumerate(analysis.kernels[:-1])
+    ]
+    document = {
+        "model": analysis.model.path or "model.onnx",
+        "platform": {"name": analysis.platform.name},
+        "fusion_profile": analysis.fusion_profile,
+        "dims": dict(analysis.model.dims),
+        "onnxruntime": "1.0",
+        "threads": 1,
+        "end_to_end": {"measured_s": SLOWER * analysis.totals.latency_s},
+        "rows": rows,
+    }
+    return measured_overlay(document, analysis, source)
 
 
 def nothing_runs() -> onnx.ModelProto:
     """A model whose only node has no cost rule: no kernel at all."""
     node = helper.make_node("Mystery", ["x"], ["y"], domain="com.example", name="mystery")
     graph = helper.make_graph(
-        [node], "nothing", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [node],
+        "nothing",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
@@ -128,10 +163,29 @@ def test_the_page_embeds_the_json_document(transformer) -> None:
 
 def test_summary_bottlenecks_totals_and_table_are_there(transformer) -> None:
     html = render_html(transformer)
-    for text in ("Predicted latency", "Memory-bound", "Peak activations", "Unsupported ops", "Opset", "Parameters",
-                 "Weight bytes", "Dims bound", "batch=1, seq=128", "DRAM bandwidth", "ridge", "bundled:xavier",
-                 "Roofline", "Predicted time by op type", "Top bottlenecks", "Unfused", "Fused", "Ideal",
-                 "Layout traffic:", 'id="kernels"', 'id="filter"'):
+    for text in (
+        "Predicted latency",
+        "Memory-bound",
+        "Peak activations",
+        "Unsupported ops",
+        "Opset",
+        "Parameters",
+        "Weight bytes",
+        "Dims bound",
+        "batch=1, seq=128",
+        "DRAM bandwidth",
+        "ridge",
+        "bundled:xavier",
+        "Roofline",
+        "Predicted time by op type",
+        "Top bottlenecks",
+        "Unfused",
+        "Fused",
+        "Ideal",
+        "Layout traffic:",
+        'id="kernels"',
+        'id="filter"',
+    ):
         assert text in html, text
     assert html.count('<li>\n      <div class="rank">') == 10  # the ten slowest kernels, each with a sentence
     assert html.count("its time is set by") >= 10
@@ -164,11 +218,36 @@ def test_findings_section_when_the_lint_module_exists(transformer) -> None:
 
 
 def _kernel(**changes) -> KernelResult:
-    base = dict(id="k0", pattern="single", node_ids=("0:a",), op_types=("Add",), folded_nodes=(), layout=False,
-                precision="fp16", flops=2.3e6, macs=0.0, bytes_read=6e6, bytes_written=4e6, params=0.0,
-                intensity=0.23, peak_flops=11.3e12, ridge=83.0, attainable_flops=3e10, t_compute_s=2e-7,
-                t_memory_s=7.3e-5, t_overhead_s=1e-5, latency_s=8.3e-5, bound=BOUND_MEMORY, ideal_bytes=0.0,
-                ideal_latency_s=1e-5)
+    base = dict(
+        id="k0",
+        pattern="single",
+        node_ids=("0:a",),
+        op_types=("Add",),
+        folded_nodes=(),
+        layout=False,
+        precision="fp16",
+        flops=2.3e6,
+        macs=0.0,
+        bytes_read=6e6,
+        bytes_written=4e6,
+        params=0.0,
+        intensity=0.23,
+        peak_flops=11.3e12,
+        ridge=83.0,
+        attainable_flops=3e10,
+        t_compute_s=2e-7,
+        t_memory_s=7.3e-5,
+        t_overhead_s=1e-5,
+        latency_s=8.3e-5,
+        bound=BOUND_MEMORY,
+        ideal_bytes=0.0,
+        ideal_latency_s=1e-5,
+        utilization=1.0,
+        energy_j=None,
+        energy_compute_j=None,
+        energy_memory_j=None,
+        energy_bound="none",
+    )
     base.update(changes)
     return KernelResult(**base)
 
@@ -181,6 +260,36 @@ def test_each_bottleneck_gets_a_plain_sentence() -> None:
     assert explain(_kernel(flops=0.0, layout=True)).startswith("a layout copy, no arithmetic")
     small = explain(_kernel(t_memory_s=2e-6, bytes_read=1e5, bytes_written=1e5))
     assert small.endswith("launch overhead (10 µs) is more than the work itself (2 µs)")
+
+
+def test_the_measured_overlay_is_in_the_page_data_and_table(transformer) -> None:
+    overlay = overlay_of(transformer)
+    html = render_html(transformer, overlay)
+    blocks = script_blocks(html)
+    assert len(blocks) == 3
+    data = json.loads(blocks[0][1])
+    assert data == json.loads(json.dumps(with_measured(to_dict(transformer), overlay)))
+    measured = data["measured"]["kernels"]
+    assert len(measured) == len(transformer.kernels) - 1
+    flops = {k.id: k.flops for k in transformer.kernels}
+    for item in measured:
+        assert item["ratio"] == pytest.approx(SLOWER)
+        assert item["achieved_flops"] == pytest.approx(flops[item["id"]] / item["measured_s"])
+    assert data["measured"]["unmeasured_kernels"] == [transformer.kernels[-1].id]
+    for text in ('data-key="measured"', 'data-key="ratio"', 'id="measured-note"'):
+        assert text in html
+    csp = htmllib.unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1))
+    assert f"'sha256-{base64.b64encode(hashlib.sha256(blocks[2][1].encode()).digest()).decode()}'" in csp
+
+
+def test_hostile_onnxruntime_names_and_profile_path_are_escaped(hostile) -> None:
+    html = render_html(hostile, overlay_of(hostile, source=f"{FILE_NAME}.json"))
+    for text in ALL:
+        if "<" in text or '"' in text:
+            assert text not in html, text
+    assert len(script_blocks(html)) == 3 and html.lower().count("<script") == 3
+    ort = {n for k in json.loads(script_blocks(html)[0][1])["measured"]["kernels"] for n in k["ort_nodes"]}
+    assert any(n.startswith("<script>") for n in ort)  # kept as data, shown as text
 
 
 def test_cli_writes_the_html_report(tmp_path: Path) -> None:
@@ -355,8 +464,9 @@ def test_a_2000_node_model_is_small_and_renders_fast(browser, tmp_path: Path) ->
     spec = importlib.util.spec_from_file_location("llama_shaped", ROOT / "benchmarks" / "llama_shaped.py")
     llama = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(llama)
-    model = llama.build_llama_shaped(tmp_path / "llama.onnx", layers=24, hidden=256, heads=4, kv_heads=4,
-                                     intermediate=512, vocab=1000)
+    model = llama.build_llama_shaped(
+        tmp_path / "llama.onnx", layers=24, hidden=256, heads=4, kv_heads=4, intermediate=512, vocab=1000
+    )
     analysis = analyze(model, "xavier", {"batch": 1, "seq": 128})
     assert len(analysis.nodes) >= 2000
     path = tmp_path / "llama.html"
@@ -364,8 +474,10 @@ def test_a_2000_node_model_is_small_and_renders_fast(browser, tmp_path: Path) ->
     size = path.stat().st_size
     opened = Opened(browser, path)
     render_ms = float(opened.page.evaluate("document.documentElement.dataset.renderMs"))
-    print(f"\n{len(analysis.nodes)} nodes, {len(analysis.kernels)} kernels: {size / 1e6:.2f} MB, "
-          f"script {render_ms:.0f} ms, load to ready {opened.load_s * 1e3:.0f} ms")
+    print(
+        f"\n{len(analysis.nodes)} nodes, {len(analysis.kernels)} kernels: {size / 1e6:.2f} MB, "
+        f"script {render_ms:.0f} ms, load to ready {opened.load_s * 1e3:.0f} ms"
+    )
     assert size < 5e6
     assert opened.load_s < 2.0 and render_ms < 1000
     page = opened.page
@@ -384,6 +496,54 @@ def test_a_2000_node_model_is_small_and_renders_fast(browser, tmp_path: Path) ->
     assert page.locator("#more").is_hidden()
     assert opened.errors == []
     opened.page.close()
+
+
+def test_measured_points_beside_the_predicted_ones(browser, pages) -> None:
+    path, analysis = pages["measured"]
+    opened = Opened(browser, path)
+    page = opened.page
+    assert opened.errors == [] and [m for m in opened.console if m.startswith(("error", "warning"))] == []
+    assert page.locator("#roofline circle.pt").count() == len(analysis.kernels)
+    drawn = [i for i, k in enumerate(analysis.kernels[:-1]) if k.flops > 0]
+    assert page.locator("#roofline path.mpt").count() == len(drawn) > 0
+    index = max(drawn, key=lambda i: analysis.kernels[i].latency_s)
+    circle = page.locator(f'#roofline circle.pt[data-i="{index}"]')
+    diamond = page.locator(f'#roofline path.mpt[data-i="{index}"]')
+    x, y = float(circle.get_attribute("cx")), float(circle.get_attribute("cy"))
+    start = re.match(r"M([-\d.]+),([-\d.]+)", diamond.get_attribute("d"))
+    assert float(start.group(1)) == pytest.approx(x, abs=0.11)  # the same intensity
+    assert float(start.group(2)) > y  # slower than predicted: lower on the chart
+    assert "measured (onnxruntime)" in page.locator("#legend").text_content()
+
+    diamond.dispatch_event("pointermove", {"bubbles": True, "clientX": 300, "clientY": 300})
+    text = page.locator("#tip").text_content()
+    for expected in ("measured in onnxruntime", "predicted", f"{SLOWER:g}×", "slower than predicted", "achieved"):
+        assert expected in text, expected
+
+    headers = page.eval_on_selector_all("#kernels th", "hs => hs.map(h => h.textContent)")
+    assert headers[-2:] == ["measured", "ratio"]
+    page.click("th[data-key=ratio]")
+    ratios = page.eval_on_selector_all("#kernels tbody tr", "rs => rs.map(r => r.lastChild.textContent)")
+    assert ratios[0] == f"{SLOWER:g}×" and ratios[-1] == "–"  # the unmeasured kernel last
+    page.click("button[data-colour=bound]")
+    strokes = page.eval_on_selector_all("#roofline path.mpt", "ps => ps.map(p => p.getAttribute('stroke'))")
+    assert set(strokes) <= set(BOUND_COLOURS.values())
+    assert opened.errors == []
+    page.close()
+
+
+def test_hostile_measured_names_run_nothing(browser, pages) -> None:
+    path, _ = pages["hostile-measured"]
+    opened = Opened(browser, path)
+    page = opened.page
+    for diamond in page.locator("#roofline path.mpt").all():
+        diamond.dispatch_event("pointermove", {"bubbles": True, "clientX": 200, "clientY": 200})
+    page.fill("#filter", "script")
+    opened.wait_until("document.getElementById('count').textContent.includes(' of ')")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert opened.dialogs == [] and opened.errors == []
+    assert page.locator("script").count() == 3
+    page.close()
 
 
 # ------------------------------------------------------------------------------------------- screenshots

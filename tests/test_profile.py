@@ -79,6 +79,7 @@ def test_transformer_fusions_map_to_their_kernels(transformer: ProfileResult) ->
 
 def test_json_document(cnn: ProfileResult) -> None:
     doc = json.loads(json.dumps(cnn.to_dict(), allow_nan=False))
+    assert doc["kind"] == "onnxroof-profile" and doc["schema"] == 1
     assert doc["end_to_end"]["measured_s"] > 0 and doc["end_to_end"]["predicted_s"] > 0
     assert set(doc["end_to_end"]["variants"]) == {"roofline", "roofline+cache", "roofline+cache+efficiency"}
     assert len(doc["rows"]) == len(cnn.rows)
@@ -241,24 +242,47 @@ def test_optimized_graph_from_onnxruntime_is_a_model() -> None:
         assert node.original or node.op_type == "Constant"
 
 
-def test_report_and_profile_agree_on_a_measured_platform(tmp_path) -> None:
-    """The analysis applies the measured efficiency, cache levels and cold weights exactly as profile does."""
-    import onnx
-    from typer.testing import CliRunner
-
-    import onnxroof
-    from onnxroof.cli import app
+def test_report_and_profile_agree_on_a_measured_platform(tmp_path: Path) -> None:
+    """On a calibrated platform, profile's predicted rows are the report's kernels (one prediction, not two),
+    and those kernels apply the measured efficiency, cache levels and cold weights exactly as classify does."""
+    from onnxroof.cost import Cost
     from onnxroof.platform import load_platform
-    from onnxroof.profile import cold_weight_share, kernel_point
+    from onnxroof.profile import cold_weight_share, kernel_figures
+    from onnxroof.roofline import classify
 
-    host = tmp_path / "host.toml"
+    host, report = tmp_path / "host.toml", tmp_path / "report.json"
     result = CliRunner().invoke(app, ["calibrate", "--quick", "-o", str(host)])
     assert result.exit_code == 0, result.output
+    model = str(SAMPLES / "tiny_cnn.onnx")
+    result = CliRunner().invoke(app, ["report", model, "-p", str(host), "-d", "batch=1", "-o", str(report)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    latency = {k["id"]: k["latency_s"] for k in doc["kernels"]}
     platform = load_platform(host)
-    analysis = onnxroof.analyze("samples/tiny_cnn.onnx", platform=platform, dims={"batch": 1})
-    graph = onnx.load("samples/tiny_cnn.onnx", load_external_data=False).graph
-    nodes = {n.id: n for n in analysis.nodes}
+    measured = profile(model, platform=platform, dims={"batch": 1}, threads=1, **FAST)
+    assert measured.rows
+    for row in measured.rows:
+        assert row.predicted_s == pytest.approx(sum(latency[k] for k in row.kernels), rel=1e-12)
+        assert row.efficiency == platform.efficiency.get(row.op_class, 1.0)
+    assert measured.predicted_kernels_s == pytest.approx(doc["totals"]["latency_s"], rel=1e-12)
+    assert measured.variants["roofline+cache+efficiency"] == pytest.approx(measured.predicted_s, rel=1e-12)
+
+    analysis = measured.analysis
     cold = cold_weight_share(analysis, platform)
+    derated = 0
     for kernel in analysis.kernels:
-        _, point = kernel_point(kernel, nodes, platform, graph, cold)
+        figures = kernel_figures(kernel, analysis, cold)
+        cost = Cost(kernel.flops, kernel.macs, kernel.bytes_read, kernel.bytes_written, kernel.params)
+        launches = max(1, round(kernel.t_overhead_s / platform.launch_overhead_s))
+        point = classify(
+            cost,
+            platform,
+            kernel.precision,
+            launches=launches,
+            op_class=figures.op_class,
+            cold_bytes=kernel.params * cold,
+        )
         assert kernel.latency_s == pytest.approx(point.latency, rel=1e-12)
+        assert (figures.level, figures.efficiency, figures.bound) == (point.level, point.efficiency, point.bound)
+        derated += figures.efficiency < 1
+    assert derated, "a calibrated platform derates some op class"

@@ -5,6 +5,10 @@ font) and the data, as two ``<script type="application/json">`` blocks — ``onn
 documented JSON document (:func:`onnxroof.report.data.to_dict`, so a reader can pull it back out of the
 page) and ``onnxroof-view`` the colours the charts share with the server-rendered parts.
 
+Given a profile (``onnxroof report --profile PROF.json``), the document carries its ``measured`` section
+(:mod:`onnxroof.measured_overlay`): the chart adds a measured point per kernel (FLOPs ÷ measured time, at the
+kernel's intensity) joined to its predicted point, and the kernel table a measured-time and a ratio column.
+
 Model strings (node, tensor and graph names, doc strings) are untrusted. The template autoescapes every
 value; the JSON blocks escape ``<``, ``>`` and ``&`` so nothing in them can close the script tag; the
 script builds the DOM with ``textContent`` only; and a Content-Security-Policy allows exactly the inline
@@ -29,6 +33,7 @@ from markupsafe import Markup
 
 from onnxroof.analysis import Analysis, NodeResult
 from onnxroof.kernels import KernelResult
+from onnxroof.measured_overlay import MeasuredOverlay, with_measured
 from onnxroof.report.data import SCHEMA_VERSION, to_dict
 from onnxroof.report.units import percent, seconds, si
 from onnxroof.roofline import BOUND_COMPUTE, BOUND_MEMORY
@@ -192,7 +197,7 @@ def _findings(analysis: Analysis) -> list[dict[str, Any]] | None:
 # ------------------------------------------------------------------------------------------------ render
 
 
-def _context(analysis: Analysis) -> dict[str, Any]:
+def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dict[str, Any]:
     t, p, m = analysis.totals, analysis.platform, analysis.model
     nodes = {n.id: n for n in analysis.nodes}
     total = t.latency_s or 1.0
@@ -267,7 +272,9 @@ def _context(analysis: Analysis) -> dict[str, Any]:
         "fusion_misses": analysis.fusion_misses,
         "peak_node": nodes.get(t.peak_activation_node) if t.peak_activation_node else None,
         "analysis_schema": SCHEMA_VERSION,
-        "analysis_json": _json_for_script(to_dict(analysis)),
+        "analysis_json": _json_for_script(with_measured(to_dict(analysis), measured)),
+        "measured": measured,
+        "measured_name": Path(measured.source).name if measured is not None else "",
         "view_json": _json_for_script(view),
         "style": Markup(style),
         "script": Markup(script),
@@ -277,6 +284,8 @@ def _context(analysis: Analysis) -> dict[str, Any]:
     }
 
 
-def render_html(analysis: Analysis) -> str:
-    """The report as one self-contained HTML document."""
-    return _environment().get_template("report.html.j2").render(_context(analysis))
+def render_html(analysis: Analysis, measured: MeasuredOverlay | None = None) -> str:
+    """The report as one self-contained HTML document; with ``measured`` (a profile's
+    :class:`~onnxroof.measured_overlay.MeasuredOverlay`) the chart and the kernel table show measured times beside
+    the predicted ones, and the embedded document carries its ``measured`` section."""
+    return _environment().get_template("report.html.j2").render(_context(analysis, measured))

@@ -1,4 +1,5 @@
-/* onnxroof report: the roofline chart, tooltips and the sortable, filterable kernel table.
+/* onnxroof report: the roofline chart, tooltips and the sortable, filterable kernel table; with a profile
+ * (onnxroof report --profile), measured points beside the predicted ones and measured columns.
  * Model strings are untrusted: they reach the page only through textContent and setAttribute on
  * elements built here, never through innerHTML. No network, no library. */
 (function () {
@@ -53,6 +54,10 @@
   // ---------------------------------------------------------------------------------------- kernels
   const nodes = new Map(A.nodes.map((n) => [n.id, n]));
   const total = A.totals.latency_s || 1;
+  // measured times from a profile: id -> {measured_s, predicted_s, ratio, achieved_flops, measured_with, ort_nodes}
+  const M = new Map(((A.measured && A.measured.kernels) || []).map((m) => [m.id, m]));
+  const measured = M.size > 0;
+  const ratioText = (v) => (v === null || v === undefined ? "∞" : sig(v, 3)) + "×";
   const K = A.kernels.map((k, i) => {
     const first = nodes.get(k.node_ids[0]);
     const last = nodes.get(k.node_ids[k.node_ids.length - 1]);
@@ -70,8 +75,10 @@
       perf: k.latency_s > 0 ? k.flops / k.latency_s : 0,
       share: k.latency_s / total,
       rank: 0,
+      m: M.get(k.id) || null,
     };
-    rec.text = [k.id, k.pattern, rec.ops, k.bound, k.precision, rec.out, ...names].join(" ").toLowerCase();
+    const ort = rec.m ? rec.m.ort_nodes : [];
+    rec.text = [k.id, k.pattern, rec.ops, k.bound, k.precision, rec.out, ...names, ...ort].join(" ").toLowerCase();
     return rec;
   });
   K.slice().sort((a, b) => b.k.latency_s - a.k.latency_s || a.i - b.i).forEach((r, j) => { r.rank = j + 1; });
@@ -89,6 +96,7 @@
   const primary = used.slice().sort((a, b) => (timeIn[b] || 0) - (timeIn[a] || 0))[0];
   const onRoof = K.filter((r) => r.k.flops > 0);
   const moveOnly = K.filter((r) => !(r.k.flops > 0));
+  const hasMeasuredPoint = (r) => r.m !== null && r.m.achieved_flops > 0;
   const points = [];
 
   function logDomain(values, pad, minDecades) {
@@ -110,7 +118,8 @@
     const xs = onRoof.map((r) => r.k.intensity).filter((v) => v !== null && v > 0);
     const [x0, x1] = logDomain(xs.concat(ridges).concat(ridges.length ? [] : [1]), 2, 4);
     const peaks = used.map((p) => plat.peak_flops[p]);
-    const ys = onRoof.map((r) => r.perf).filter((v) => v > 0);
+    const achieved = onRoof.filter(hasMeasuredPoint).map((r) => r.m.achieved_flops);
+    const ys = onRoof.map((r) => r.perf).concat(achieved).filter((v) => v > 0);
     const [y0, y1] = logDomain(ys.concat(peaks).concat(peaks.length ? [] : [1e9]), 1.6, 3);
     const X = (v) => ml + (Math.log10(v) - x0) / (x1 - x0) * pw;
     const Y = (v) => mt + plotH - (Math.log10(v) - y0) / (y1 - y0) * plotH;
@@ -134,7 +143,8 @@
     root.appendChild(svg("text", { class: "axis-title", x: ml + pw / 2, y: mt + plotH + 38, "text-anchor": "middle" },
       "arithmetic intensity (FLOP/byte)"));
     root.appendChild(svg("text", { class: "axis-title", x: 16, y: mt + plotH / 2, "text-anchor": "middle",
-      transform: "rotate(-90 16 " + (mt + plotH / 2) + ")" }, "predicted throughput (FLOP/s)"));
+      transform: "rotate(-90 16 " + (mt + plotH / 2) + ")" },
+      measured ? "throughput (FLOP/s): ● predicted, ◆ measured" : "predicted throughput (FLOP/s)"));
 
     // roofs: the memory slope up to each precision's ridge, then its flat compute roof
     const bw = plat.dram_bandwidth;
@@ -174,9 +184,21 @@
       return c;
     }
     const order = (list) => list.slice().sort((a, b) => b.k.latency_s - a.k.latency_s);
+    const links = svg("g", {}), marks = svg("g", {});
     for (const r of order(onRoof)) {
       const I = r.k.intensity === null ? xmax : Math.min(Math.max(r.k.intensity, xmin), xmax);
-      dots.appendChild(addPoint(r, X(I), Y(Math.max(r.perf, ymin))));
+      const cx = X(I), cy = Y(Math.max(r.perf, ymin));
+      dots.appendChild(addPoint(r, cx, cy));
+      if (!hasMeasuredPoint(r)) continue;
+      // the measured point: FLOPs ÷ measured time at the same intensity, joined to the predicted one
+      const my = Y(Math.min(Math.max(r.m.achieved_flops, ymin), Math.pow(10, y1)));
+      links.appendChild(svg("line", { class: "mlink", x1: cx.toFixed(1), x2: cx.toFixed(1), y1: cy.toFixed(1),
+        y2: my.toFixed(1) }));
+      const s = 5.5;
+      const d = "M" + cx.toFixed(1) + "," + (my - s).toFixed(1) + " l" + s + "," + s + " l" + (-s) + "," + s +
+        " l" + (-s) + "," + (-s) + " Z";
+      r.mdot = svg("path", { class: "mpt", d: d, stroke: colourOf(r), "data-i": r.i, "data-measured": "1" });
+      marks.appendChild(r.mdot);
     }
 
     // the strip: kernels with no FLOPs, placed by bytes moved
@@ -203,7 +225,9 @@
         dots.appendChild(addPoint(r, B(Math.max(r.bytes, 1)), cy));
       }
     }
+    root.appendChild(links);
     root.appendChild(dots);
+    root.appendChild(marks);
     root.appendChild(labels);
     host.appendChild(root);
     wireTooltips(root);
@@ -217,12 +241,13 @@
     row.appendChild(el("span", "", value));
     return row;
   }
-  function showTip(r, x, y) {
+  function showTip(r, x, y, onMeasured) {
     const k = r.k;
     tip.replaceChildren();
     const title = el("div", "t-title");
     breakable(title, r.label);
     tip.appendChild(title);
+    if (measured) tip.appendChild(tipRow("point", onMeasured ? "◆ measured in onnxruntime" : "● predicted"));
     tip.appendChild(tipRow("op", r.ops + (k.pattern !== "single" ? "  (" + k.pattern + ")" : "") + " · " + k.id));
     if (r.names.length > 1) {  // the first is the title; the others by their last path segments
       const tail = (n) => { const parts = n.split("/"); return parts.length > 2 ? "…/" + parts.slice(-2).join("/") : n; };
@@ -239,6 +264,8 @@
     tip.appendChild(tipRow("time", seconds(k.latency_s) + " · " + pct(r.share) + " of total"));
     tip.appendChild(tipRow("made of", "compute " + seconds(k.t_compute_s) + ", memory " + seconds(k.t_memory_s) +
       ", launch " + seconds(k.t_overhead_s)));
+    if (r.m) measuredRows(r);
+    else if (measured) tip.appendChild(tipRow("measured", "none: onnxruntime did not run this kernel as profiled"));
     tip.hidden = false;
     const w = tip.offsetWidth, h = tip.offsetHeight;
     const left = x + 16 + w > window.innerWidth ? x - w - 16 : x + 16;
@@ -246,18 +273,36 @@
     tip.style.left = left + "px";
     tip.style.top = top + "px";
   }
+  function measuredRows(r) {
+    const m = r.m, k = r.k;
+    tip.appendChild(tipRow("measured", seconds(m.measured_s) + " vs " + seconds(k.latency_s) + " predicted"));
+    const ratio = m.ratio;
+    const verdict = ratio === null ? "" : ratio > 1 ? " (slower than predicted)" : ratio < 1 ? " (faster than predicted)" : "";
+    tip.appendChild(tipRow("ratio", ratioText(ratio) + verdict));
+    if (k.flops > 0) {
+      tip.appendChild(tipRow("achieved", si(m.achieved_flops, "FLOP/s") + " (predicted " + si(r.perf, "FLOP/s") + ")"));
+    }
+    if (m.measured_with.length) {
+      tip.appendChild(tipRow("shared with", m.measured_with.join(", ") +
+        ": onnxruntime ran them as one; the time is shared by predicted time"));
+    }
+    if (m.ort_nodes.length) {
+      const more = m.ort_nodes.length > 3 ? " and " + (m.ort_nodes.length - 3) + " more" : "";
+      tip.appendChild(tipRow("onnxruntime", m.ort_nodes.slice(0, 3).join(", ") + more));
+    }
+  }
   function wireTooltips(root) {
     let hot = null;
     root.addEventListener("pointermove", (e) => {
-      const c = e.target.closest ? e.target.closest("circle.pt") : null;
+      const c = e.target.closest ? e.target.closest("circle.pt, path.mpt") : null;
       if (!c) { tip.hidden = true; hot = null; return; }
       const r = K[Number(c.getAttribute("data-i"))];
       if (r !== hot || tip.hidden) { hot = r; }
-      showTip(r, e.clientX, e.clientY);
+      showTip(r, e.clientX, e.clientY, c.hasAttribute("data-measured"));
     });
     root.addEventListener("pointerleave", () => { tip.hidden = true; hot = null; });
     root.addEventListener("click", (e) => {
-      const c = e.target.closest ? e.target.closest("circle.pt") : null;
+      const c = e.target.closest ? e.target.closest("circle.pt, path.mpt") : null;
       if (!c) return;
       const r = K[Number(c.getAttribute("data-i"))];
       filterInput.value = "id:" + r.k.id;
@@ -295,9 +340,22 @@
       item.appendChild(el("span", "muted", pct(t / total)));
       host.appendChild(item);
     }
+    if (measured) {  // the two markers: predicted (filled circle) and measured (hollow diamond)
+      const shapes = el("span", "item shapes");
+      shapes.appendChild(el("span", "shape-predicted"));
+      shapes.appendChild(el("span", "", "predicted"));
+      shapes.appendChild(el("span", "shape-measured"));
+      shapes.appendChild(el("span", "", "measured (onnxruntime)"));
+      shapes.appendChild(el("span", "muted", M.size + " of " + K.length + " kernels, Σ " +
+        ratioText(A.measured.ratio) + " predicted"));
+      host.appendChild(shapes);
+    }
   }
   function recolour() {
-    for (const r of K) if (r.dot) r.dot.setAttribute("fill", colourOf(r));
+    for (const r of K) {
+      if (r.dot) r.dot.setAttribute("fill", colourOf(r));
+      if (r.mdot) r.mdot.setAttribute("stroke", colourOf(r));
+    }
     drawLegend();
   }
   for (const b of document.querySelectorAll(".toggle button")) {
@@ -321,6 +379,8 @@
     rank: (r) => r.rank, label: (r) => r.label, ops: (r) => r.ops, out: (r) => r.out, precision: (r) => r.k.precision,
     flops: (r) => r.k.flops, bytes: (r) => r.bytes, intensity: (r) => (r.k.intensity === null ? Infinity : r.k.intensity),
     bound: (r) => r.k.bound, latency: (r) => r.k.latency_s, share: (r) => r.share,
+    measured: (r) => (r.m ? r.m.measured_s : -Infinity),
+    ratio: (r) => (r.m ? (r.m.ratio === null ? Infinity : r.m.ratio) : -Infinity),
   };
   const maxShare = Math.max(...K.map((r) => r.share), 1e-30);
   // Rows are built when first shown and shown a page at a time (more on scroll or on the button): laying
@@ -350,6 +410,17 @@
     share.appendChild(bar);
     share.appendChild(document.createTextNode(pct(r.share)));
     tr.appendChild(share);
+    if (measured) {
+      const m = r.m;
+      const time = el("td", "num", m ? seconds(m.measured_s) : "–");
+      if (m && m.measured_with.length) {
+        time.classList.add("shared");
+        time.title = "measured as one with " + m.measured_with.join(", ") + "; shared by predicted time";
+      } else if (!m) time.title = "not measured: onnxruntime did not run this kernel as profiled";
+      tr.appendChild(time);
+      const cls = !m ? "num muted" : m.ratio === null || m.ratio > 1.25 ? "num r-slow" : m.ratio < 0.8 ? "num r-fast" : "num";
+      tr.appendChild(el("td", cls, m ? ratioText(m.ratio) : "–"));
+    }
     tr.setAttribute("data-kernel", r.k.id);
     r.tr = tr;
     return tr;
@@ -406,6 +477,7 @@
     const hits = new Set(words.length ? matched : []);
     for (const r of K) {
       if (r.dot) r.dot.classList.toggle("hot", hits.has(r));
+      if (r.mdot) r.mdot.classList.toggle("hot", hits.has(r));
       if (r.tr) r.tr.classList.toggle("hot", exact && hits.has(r));
     }
     render();
