@@ -84,6 +84,11 @@ NOT_A_CANDIDATE = ""
 
 
 def _check_sole_consumer(edge: Edge, args: tuple[object, ...]) -> str | None:
+    reason = _sole_consumer_reason(edge)
+    return f"{reason} ({args[0]})" if reason is not None and args else reason
+
+
+def _sole_consumer_reason(edge: Edge) -> str | None:
     g = edge.g
     users = g.consumers.get(edge.value, ())
     exported = edge.value in g.outputs
@@ -269,6 +274,65 @@ def _check_dtype_in(edge: Edge, args: tuple[object, ...]) -> str | None:
     return None
 
 
+_QUANTIZED = ("int8", "uint8")  # the 8-bit types of ONNX Runtime's QLinearConv / QLinearMatMul / QGemm
+
+
+def _quantized_at_load(edge: Edge, i: int, t: TensorInfo, bias: object) -> str | None:
+    """The type ONNX Runtime (WeightBiasQuantization, 1.20+) quantizes a float constant weight (int8, per tensor)
+    or 1-D bias (int32) of a Conv/Gemm to when input 0 is dequantized with one scale; None when it does not."""
+    first = edge.anchor_op.input(0)
+    source = edge.g.producer.get(first.name) if first is not None else None
+    dq = edge.g.ops[source] if source is not None else None
+    scale = dq.input(1) if dq is not None and dq.op_type == "DequantizeLinear" else None
+    if i == 0 or not t.is_constant or t.dtype != "float32" or scale is None or scale.shape not in ((), (1,)):
+        return None
+    if i == bias:
+        return "int32" if t.shape is not None and len(t.shape) == 1 else None
+    return "int8"
+
+
+def _check_dequantized_operands(edge: Edge, args: tuple[object, ...]) -> str | None:
+    kernel, bias, same_type, quantizes_constants = args
+    g, op = edge.g, edge.anchor_op
+    stored: dict[int, str] = {}
+    for i, t in enumerate(op.inputs):
+        if t is None:
+            continue
+        name = _input_name(op.op_type, op.opset, i)
+        source = g.producer.get(t.name)
+        if source is None or g.ops[source].op_type != "DequantizeLinear":
+            runtime = _quantized_at_load(edge, i, t, bias) if quantizes_constants else None
+            if runtime is not None:
+                stored[i] = runtime
+                continue
+            what = "a float weight" if t.is_constant else _describe(t)
+            return (
+                f"{g.label(op.id)} input '{name}' ('{t.name}') is {what}, not dequantized: {kernel} needs every "
+                "operand from a DequantizeLinear"
+            )
+        quantized = g.ops[source].input(0)
+        stored[i] = quantized.dtype if quantized is not None else "unknown"
+        allowed = ("int32",) if i == bias else _QUANTIZED
+        if stored[i] not in allowed:
+            takes = "/".join(allowed)
+            return f"{g.label(op.id)} input '{name}' is dequantized from {stored[i]}; {kernel} takes {takes}"
+    operands = {dtype for i, dtype in stored.items() if i != bias}
+    if same_type and len(operands) > 1:
+        return f"{g.label(op.id)} mixes {' and '.join(sorted(operands))} operands; {kernel} takes one type"
+    if stored.get(0) == "int8" and stored.get(1) == "uint8":
+        return f"{g.label(op.id)} has int8 activations with uint8 weights; {kernel} takes int8 weights with them"
+    if op.op_type == "Gemm" and op.input(2) is not None and op.attrs.get("beta", 1.0) != 1.0:
+        return f"{g.label(op.id)} scales its bias by beta={op.attrs.get('beta')}; {kernel} takes beta = 1 only"
+    out = edge.joined_op.output(0)
+    if out is None or out.dtype != stored.get(0):
+        written = out.dtype if out is not None else "unknown"
+        return (
+            f"{g.label(edge.joined_op.id)} quantizes to {written} but {g.label(op.id)}'s input is {stored.get(0)}: "
+            f"{kernel} takes one type for both"
+        )
+    return None
+
+
 def _check_matmul_add_shapes(edge: Edge, args: tuple[object, ...]) -> str | None:
     g, mm, add = edge.g, edge.anchor_op, edge.joined_op
     a, b = mm.input(0), mm.input(1)
@@ -333,6 +397,7 @@ CHECKS = MappingProxyType(
         "matmul_add_shapes": _check_matmul_add_shapes,
         "gemm_2d": _check_gemm_2d,
         "swaps_last_two_axes": _check_swaps_last_two_axes,
+        "dequantized_operands": _check_dequantized_operands,
     }
 )
 """Check kind → implementation ``(edge, args) -> reason | None``."""

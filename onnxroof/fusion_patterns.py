@@ -26,7 +26,8 @@ Three kinds of pattern:
 
 Check kinds (``Check(kind, args)``; implemented by :data:`onnxroof.fusion.CHECKS`):
 
-* ``sole_consumer`` — the value passed between the two kernels feeds nothing else and is not a graph output;
+* ``sole_consumer(note?)`` — the value passed between the two kernels feeds nothing else and is not a graph
+  output (``note``, when given, is added to the reason);
 * ``constant_inputs(side, indices)`` — those inputs of the anchor's / joined op (when present) are constants;
 * ``inference_mode`` — the BatchNormalization computes no batch statistics (no training outputs);
 * ``channel_params(indices)`` — those inputs of the joined op are 1-D vectors with one value per output channel;
@@ -42,7 +43,12 @@ Check kinds (``Check(kind, args)``; implemented by :data:`onnxroof.fusion.CHECKS
 * ``matmul_add_shapes`` — ONNX Runtime's MatMul+Add→Gemm conditions (B 2-D, bias [N] or a 2-D C for a 2-D A);
 * ``gemm_2d`` — the Gemm is 2-D (ORT rewrites an N-D MatMul+Add as Reshape→Gemm→Reshape, which hides the
   activation that follows);
-* ``swaps_last_two_axes`` — the joined Transpose only swaps its last two axes.
+* ``swaps_last_two_axes`` — the joined Transpose only swaps its last two axes;
+* ``dequantized_operands(kernel, bias, same_type, constants)`` — every input of the anchor comes from a
+  DequantizeLinear (a weight's folded at load time) of an 8-bit tensor (the input at index ``bias``: int32; all
+  of one type when ``same_type``), and the joined QuantizeLinear writes input 0's type (ONNX Runtime's QDQ
+  node-unit conditions); with ``constants``, a float constant weight or 1-D bias counts too (ORT quantizes it
+  itself at load time when input 0 is dequantized with one scale).
 
 Profiles map a target name to the patterns it performs (applied in :data:`PATTERNS` order):
 
@@ -60,9 +66,28 @@ Profiles map a target name to the patterns it performs (applied in :data:`PATTER
   residual is not absorbed on CPU), tanh-GELU (FastGelu is not a CPU fusion), generic elementwise chains. The
   profile models float32 graphs: for float16, ORT's CPU provider runs many ops through Casts to float32 and
   several of these fusions (FusedMatMul, QuickGelu) do not fire.
+  QDQ models (quantize_static's QuantFormat.QDQ): ORT's QDQSelectorActionTransformer turns each node unit
+  DequantizeLinear(s) → op → QuantizeLinear into one quantized op: Conv → QLinearConv, MatMul → QLinearMatMul,
+  Gemm → com.microsoft.QGemm (``qdq_conv``, ``qdq_matmul``, ``qdq_gemm``: integer products, computing at the
+  platform's int8 peak), Add/Mul → QLinearAdd/QLinearMul, GlobalAveragePool, Sigmoid, LeakyRelu → their
+  com.microsoft QLinear* ops (``qdq_add``...), when every input is dequantized (weights through a
+  DequantizeLinear ORT does not constant-fold; a bias from int32), the output is read only by the
+  QuantizeLinear, and input and output share one 8-bit type. ORT 1.20+ quantizes a Conv/Gemm's float weight
+  and bias initializers itself when the input is dequantized per tensor (onnxroof still charges them at their
+  float size). The kernel moves the int8 tensors crossing its boundary; the activation's DequantizeLinear
+  joins it (``qdq_input``) when the kernel is its only reader — ORT duplicates a shared one per consumer,
+  onnxroof runs it once (a miss says so) and the kernels read its float output. Checked against onnxruntime
+  1.32 with ``session.qdqisint8allowed=1`` (the default on ARM): on x86-64 without it ORT converts
+  int8-activation units only after rewriting their Q/DQ pairs to uint8 (QDQS8ToU8Transformer), which skips a
+  QuantizeLinear read by several DequantizeLinear (4 or 5 of int8 tiny_cnn's 8 Convs convert); uint8 activations
+  convert either way. Not modelled: QLinearSoftmax, Q/DQ pairs dropped around Transpose/Reshape/Flatten/
+  MaxPool (the view between them blocks a direct match), a Relu/Clip made redundant by the QuantizeLinear's
+  range, MatMulIntegerToFloat and float-output QGemm (no QuantizeLinear after): those ops stay float here.
 * ``tensorrt`` — a GPU compiler (TensorRT-like): Conv+BN+bias+residual Add+activation, MatMul/Gemm + bias +
   activation (GELU, SiLU ... included), transposed operands absorbed, decomposed norms/GELU/SiLU/HardSwish,
-  residual Add + LayerNorm/RMSNorm, and generic pointwise fusion of elementwise chains.
+  residual Add + LayerNorm/RMSNorm, generic pointwise fusion of elementwise chains, and the QDQ kernels of
+  ``ort-cpu`` (TensorRT's explicit quantization runs DQ → Conv/MatMul → Q as one int8 kernel; its fusion of
+  a residual Add or an activation between the Conv and the QuantizeLinear is not modelled).
 """
 
 from __future__ import annotations
@@ -454,6 +479,51 @@ SKIP_LAYERNORM_BIAS = EdgePattern(
     (_SOLE, check("bias_operand")),
     "the bias Add before a SkipLayerNormalization's residual Add joins it (its optional bias input)",
 )
+#: A QDQ node unit's anchor → the quantized op ONNX Runtime runs for it, the anchor's bias input (int32; None:
+#: none) and whether all its quantized operands must share one type (elementwise ops) or not (uint8 activations
+#: with int8 weights are the usual convolution/GEMM pairing).
+_QDQ_OPS: dict[str, tuple[str, int | None, bool]] = {
+    "Conv": ("QLinearConv", 2, False),
+    "MatMul": ("QLinearMatMul", None, False),
+    "Gemm": ("QGemm", 2, False),
+    "Add": ("QLinearAdd", None, True),
+    "Mul": ("QLinearMul", None, True),
+    "GlobalAveragePool": ("QLinearGlobalAveragePool", None, True),
+    "Sigmoid": ("QLinearSigmoid", None, True),
+    "LeakyRelu": ("QLinearLeakyRelu", None, True),
+}
+#: The anchors whose quantized op is an integer product, computing at the platform's int8 peak.
+_INTEGER_PRODUCTS = ("Conv", "MatMul", "Gemm")
+
+
+def _qdq(anchor: str) -> EdgePattern:
+    produces, bias, same_type = _QDQ_OPS[anchor]
+    at = " computing at int8" if anchor in _INTEGER_PRODUCTS else ""
+    weights = " (weights through a folded DequantizeLinear)" if anchor in _INTEGER_PRODUCTS else ""
+    return EdgePattern(
+        f"qdq_{anchor.lower()}",
+        frozenset({anchor}),
+        frozenset({"QuantizeLinear"}),
+        CONSUMER,
+        (check("dequantized_operands", produces, bias, same_type, bias is not None), _SOLE),
+        f"DequantizeLinear → {anchor}{weights} → QuantizeLinear → one {produces}{at} (ORT's QDQ selector-actions)",
+        produces=produces,
+    )
+
+
+QDQ_OPS = tuple(_qdq(anchor) for anchor in _QDQ_OPS)
+QDQ_INPUT = EdgePattern(
+    "qdq_input",
+    frozenset(produces for produces, _, _ in _QDQ_OPS.values()),
+    frozenset({"DequantizeLinear"}),
+    PRODUCER,
+    (check("sole_consumer", "ONNX Runtime gives each consumer its own copy; onnxroof runs it once, in float"),),
+    "the DequantizeLinear of an activation read only by a QDQ kernel runs inside it (the kernel reads the int8 tensor)",
+)
+#: The patterns whose kernel runs as an integer product (QLinearConv, QLinearMatMul, QGemm) at the int8 peak.
+QDQ_PATTERNS = frozenset(f"qdq_{anchor.lower()}" for anchor in _INTEGER_PRODUCTS)
+_QDQ_NAMES = (*(p.name for p in QDQ_OPS), QDQ_INPUT.name)
+
 POINTWISE = PointwisePattern(
     "pointwise",
     "neighbouring elementwise kernels of equal element count (views between them are free) fused into one",
@@ -470,6 +540,8 @@ PATTERNS: tuple[Pattern, ...] = (
     HARDSWISH,
     LAYERNORM,
     RMSNORM,
+    *QDQ_OPS,
+    QDQ_INPUT,
     CONV_BN,
     CONV_MUL,
     CONV_ADD,
@@ -510,6 +582,7 @@ PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "bias_gelu",
             "skip_layernorm",
             "skip_layernorm_bias",
+            *_QDQ_NAMES,
         ),
         "tensorrt": (
             "gelu_erf",
@@ -530,6 +603,7 @@ PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "skip_layernorm",
             "skip_rmsnorm",
             "skip_layernorm_bias",
+            *_QDQ_NAMES,
             "pointwise",
         ),
     }
@@ -544,6 +618,7 @@ __all__ = [
     "PATTERNS_BY_NAME",
     "PRODUCER",
     "PROFILES",
+    "QDQ_PATTERNS",
     "Check",
     "EdgePattern",
     "FunctionPattern",

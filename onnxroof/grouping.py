@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from onnxroof.control_flow import NodeCost
-from onnxroof.fusion import Miss, fuse
+from onnxroof.fusion import Kernel, Miss, fuse
+from onnxroof.fusion_patterns import QDQ_PATTERNS
 from onnxroof.ir import ModelIR
 from onnxroof.kernels import KernelResult, place_kernel
 from onnxroof.pe_array import first_gemm_shape, utilization
 from onnxroof.platform import Platform
-from onnxroof.roofline import kernel_op_class
+from onnxroof.roofline import kernel_op_class, resolve_precision
 
 
 def build_kernels(
@@ -23,10 +24,11 @@ def build_kernels(
 ) -> tuple[tuple[KernelResult, ...], tuple[Miss, ...]]:
     """Kernels of ``profile`` placed on ``platform``'s roofline, and the candidates that did not fuse.
 
-    A kernel computes at its anchor's precision and takes the efficiency class of the op the runtime runs for
-    it (:func:`onnxroof.roofline.kernel_op_class`); it launches once, except a lone control-flow node, which
-    launches its body's kernels each iteration. ``cold_per_param`` bytes per weight element come from DRAM
-    even on a platform with cache levels (weights evicted between runs; see :func:`cold_weight_bytes`).
+    A kernel computes at its anchor's precision (a QDQ kernel at int8: :func:`kernel_precision`) and takes the
+    efficiency class of the op the runtime runs for it (:func:`onnxroof.roofline.kernel_op_class`); it launches
+    once, except a lone control-flow node, which launches its body's kernels each iteration. ``cold_per_param``
+    bytes per weight element come from DRAM even on a platform with cache levels (weights evicted between runs;
+    see :func:`cold_weight_bytes`).
     """
     costs = {op.id: node_cost for op, node_cost in zip(ir.ops, node_costs, strict=True)}
     result_of = {r.id: r for r in results}
@@ -43,7 +45,7 @@ def build_kernels(
             layout=kernel.layout,
             folded=kernel.folded_nodes,
             platform=platform,
-            precision=result_of[kernel.node_ids[0]].precision,
+            precision=kernel_precision(kernel, result_of[kernel.node_ids[0]], platform),
             launches=costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
             op_class=_kernel_class(kernel, op_of),
             cold_bytes=kernel.cost.params * cold_per_param,
@@ -52,6 +54,14 @@ def build_kernels(
         for kernel in fusion.kernels
     )
     return kernels, fusion.misses
+
+
+def kernel_precision(kernel: Kernel, anchor, platform: Platform) -> str:
+    """The precision ``kernel`` computes at: its ``anchor`` node result's, except that a QDQ kernel (run as
+    QLinearConv / QLinearMatMul / QGemm: :data:`onnxroof.fusion_patterns.QDQ_PATTERNS`) computes at the platform's
+    int8 peak (through the fallback chain). A what-if precision restates floating-point tensors and nodes; the
+    integer kernels keep theirs."""
+    return resolve_precision(platform, "int8") if QDQ_PATTERNS.intersection(kernel.patterns) else anchor.precision
 
 
 def array_utilization(platform: Platform, ops: Sequence) -> float:

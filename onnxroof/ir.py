@@ -9,6 +9,11 @@
 * one :class:`OpView` per node, attributes completed with the ONNX schema's defaults;
 * a ``networkx.DiGraph`` keyed by stable node ids ``"{index}:{name or op_type}"`` (ONNX names are
   optional and may repeat), edges labelled with the tensors they carry.
+
+Quantized weights: a ``DequantizeLinear`` of a weight (an int8 initializer, its scale and zero point) is folded
+at load time, and its output is a weight with the float dtype but the STORED item size of the quantized input
+(1 byte for int8/uint8, 4 for an int32 bias): a QDQ-aware runtime keeps the quantized weight in memory and reads
+that many bytes per element, so the Conv/MatMul consuming it is charged those bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -39,12 +44,28 @@ NONDETERMINISTIC_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+#: Quantized ops that compute in an integer type, and the input that has it (their first floating input is a
+#: scale, which says nothing about the arithmetic): see :attr:`OpView.dtype`.
+INTEGER_COMPUTE_INPUT: Mapping[str, int] = MappingProxyType(
+    {
+        "QLinearConv": 0,
+        "QLinearMatMul": 0,
+        "ConvInteger": 0,
+        "MatMulInteger": 0,
+        "MatMulIntegerToFloat": 0,
+        "QGemm": 0,
+        "DynamicQuantizeMatMul": 1,  # A is float, quantized on the fly; B is the int8 operand
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
 class TensorInfo:
     """A value's static description. ``shape`` is None when the rank is unknown; a dim is None when
-    unknown or symbolic. Never holds tensor data."""
+    unknown or symbolic. Never holds tensor data.
+
+    ``itemsize`` is the bytes per element as stored: the dtype's size, except for the weight output of a
+    ``DequantizeLinear`` of a weight, which keeps the quantized input's size (see the module docstring)."""
 
     name: str
     shape: tuple[int | None, ...] | None
@@ -96,7 +117,12 @@ class OpView:
 
     @property
     def dtype(self) -> str:
-        """The dtype the node computes in: its first floating input, else its first output's dtype."""
+        """The dtype the node computes in: its first floating input, else its first output's dtype; for the
+        integer-compute quantized ops (:data:`INTEGER_COMPUTE_INPUT`), their integer operand's dtype."""
+        index = INTEGER_COMPUTE_INPUT.get(self.op_type)
+        operand = self.input(index) if index is not None else None
+        if operand is not None and operand.dtype != "unknown":
+            return operand.dtype
         for t in self.inputs:
             if t is not None and t.dtype.startswith(("float", "bfloat")) and t.role != ROLE_STATIC:
                 return t.dtype
@@ -320,7 +346,7 @@ def build_graph_ir(
             if not name:
                 outputs.append(None)
                 continue
-            info = keep(tensor_info_from_type(name, value_types.get(name), role))
+            info = _stored_size(node, inputs, keep(tensor_info_from_type(name, value_types.get(name), role)))
             tensors[name] = info
             outputs.append(info)
         op = OpView(
@@ -365,6 +391,16 @@ def build_graph_ir(
 
 def _same(tensor: TensorInfo) -> TensorInfo:
     return tensor
+
+
+def _stored_size(node: onnx.NodeProto, inputs: tuple[TensorInfo | None, ...], info: TensorInfo) -> TensorInfo:
+    """``info`` with the stored item size of the quantized weight when it is the weight output of a
+    ``DequantizeLinear`` of a weight (dtype unchanged; see the module docstring)."""
+    source = inputs[0] if inputs else None
+    dequantizes = node.op_type == "DequantizeLinear" and normalize_domain(node.domain) in ("", "com.microsoft")
+    if not dequantizes or source is None or source.role != ROLE_WEIGHT or info.role != ROLE_WEIGHT:
+        return info
+    return replace(info, itemsize=source.itemsize)
 
 
 def _unknown(name: str) -> TensorInfo:

@@ -12,6 +12,7 @@ from onnxroof.rules import (  # noqa: F401
     movement,
     normalization,
     pooling,
+    quantized,
     recurrent,
     reduction,
 )

@@ -19,6 +19,15 @@ def _kernel_volume(weight_shape: tuple[int, ...]) -> int:
     return math.prod(weight_shape[2:])
 
 
+def conv_macs(op: OpView, weight: int = 1) -> int:
+    """MACs of a convolution whose filter ``W[M, C/group, *k]`` is input ``weight``: numel(Y) · (C / group) · Π k.
+
+    Shared by Conv and the quantized convolutions (ConvInteger, QLinearConv) of :mod:`onnxroof.rules.quantized`.
+    """
+    shape = shape_of(required_input(op, weight))
+    return required_output(op).numel * shape[1] * _kernel_volume(shape)
+
+
 @rule("Conv")
 def conv(op: OpView) -> Cost:
     """N-d convolution ``Y[N, M, *out] = X[N, C, *in] ⋆ W[M, C/group, *k] (+ B[M])``.
@@ -28,9 +37,8 @@ def conv(op: OpView) -> Cost:
     Assumptions: dense direct/implicit-GEMM computation (no Winograd/FFT savings).
     Reference: ONNX Conv spec; the standard count used by torchvision/fvcore.
     """
-    weight = shape_of(required_input(op, 1))
     out = required_output(op).numel
-    macs = out * weight[1] * _kernel_volume(weight)
+    macs = conv_macs(op)
     flops = FLOPS_PER_MAC * macs + (out if op.input(2) is not None else 0)
     return Cost(flops=flops, macs=macs, bytes_read=inputs_bytes(op), bytes_written=outputs_bytes(op))
 

@@ -16,6 +16,25 @@ from onnxroof.registry import rule
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
 
 
+def matmul_macs(op: OpView) -> int:
+    """MACs of a numpy-style matrix product of input 0 ``A[..., M, K]``: numel(Y) · K.
+
+    Shared by MatMul and the quantized products (MatMulInteger, QLinearMatMul...) of
+    :mod:`onnxroof.rules.quantized`.
+    """
+    return required_output(op).numel * shape_of(required_input(op, 0))[-1]
+
+
+def gemm_mnk(op: OpView) -> tuple[int, int, int]:
+    """``(M, N, K)`` of a Gemm-like op: ``A`` is input 0 (``[K, M]`` when ``transA``), N is the output's last dim.
+
+    Shared by Gemm and com.microsoft::QGemm.
+    """
+    a = shape_of(required_input(op, 0))
+    m, k = (a[1], a[0]) if op.attrs.get("transA", 0) else (a[0], a[1])
+    return m, shape_of(required_output(op))[-1], k
+
+
 @rule("MatMul")
 def matmul(op: OpView) -> Cost:
     """Batched matrix product ``Y[..., M, N] = A[..., M, K] · B[..., K, N]`` (numpy semantics).
@@ -26,8 +45,7 @@ def matmul(op: OpView) -> Cost:
     Assumptions: batch broadcasting re-uses the smaller operand without re-reading it.
     Reference: ONNX MatMul spec; numpy.matmul.
     """
-    k = shape_of(required_input(op, 0))[-1]
-    macs = required_output(op).numel * k
+    macs = matmul_macs(op)
     return Cost(flops=FLOPS_PER_MAC * macs, macs=macs, bytes_read=inputs_bytes(op), bytes_written=outputs_bytes(op))
 
 
@@ -40,10 +58,7 @@ def gemm(op: OpView) -> Cost:
     Assumptions: none beyond the spec (transA/transB only change which axis is K).
     Reference: ONNX Gemm spec.
     """
-    a = shape_of(required_input(op, 0))
-    m, k = (a[1], a[0]) if op.attrs.get("transA", 0) else (a[0], a[1])
-    y = shape_of(required_output(op))
-    n = y[-1]
+    m, n, k = gemm_mnk(op)
     macs = m * n * k
     flops = FLOPS_PER_MAC * macs
     if op.attrs.get("alpha", 1.0) != 1.0:
