@@ -15,6 +15,9 @@ from onnxroof.ir import ModelIR, OpView
 from onnxroof.registry import KIND_METADATA, KIND_VIEW, RuleEntry, lookup
 
 _ELEMENTWISE_MODULE = "onnxroof.rules.elementwise"
+#: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
+#: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
+_ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 # ------------------------------------------------------------------------------------ the graph context
 
@@ -43,7 +46,7 @@ class FusionGraph:
             cost = node_costs.get(op.id)
             if cost is not None and cost.state == "costed":
                 self.costed.add(op.id)
-                if entry is not None and entry.fn.__module__ == _ELEMENTWISE_MODULE:
+                if entry is not None and (entry.fn.__module__ == _ELEMENTWISE_MODULE or op.op_type in _ELEMENTWISE_OPS):
                     self.elementwise.add(op.id)
             for t in op.outputs:
                 if t is not None:

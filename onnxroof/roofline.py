@@ -95,6 +95,7 @@ _CLASS_OPS: dict[str, frozenset[str]] = {
             "MatMulIntegerToFloat",
             "DynamicQuantizeMatMul",
             "MatMulNBits",
+            "QGemm",
         }
     ),
     "conv": frozenset({"Conv", "ConvTranspose", "FusedConv", "ConvResidual", "QLinearConv", "ConvInteger", "NhwcConv"}),
@@ -135,7 +136,8 @@ _CLASS_OPS: dict[str, frozenset[str]] = {
             "Atanh",
         }
     ),
-    "elementwise": frozenset({"BatchNormalization"}),  # at inference, a per-channel scale and shift
+    # at inference a per-channel scale and shift; (de)quantization a per-element one
+    "elementwise": frozenset({"BatchNormalization", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}),
     "normalization": frozenset(
         {
             "LayerNormalization",

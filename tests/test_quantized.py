@@ -214,3 +214,18 @@ def test_transformer_matmuls_run_as_int8_qdq_kernels(transformer) -> None:
     original = analyze(float_model, TRANSFORMER_DIMS)
     assert analysis.totals.weight_bytes < 0.3 * original.totals.weight_bytes
     assert 0 < analysis.totals.params - original.totals.params <= stored_weights(qdq)[2]
+
+
+def test_a_gpu_compiler_fuses_leftover_q_and_dq_so_the_qdq_transformer_moves_fewer_bytes(transformer) -> None:
+    """TensorRT-like pointwise fusion takes the Q/DQ left around views and residual Adds into their elementwise
+    neighbours; ort-cpu runs them as kernels of their own (and the QDQ transformer then moves more)."""
+    float_model, qdq = transformer
+    assert analyze(qdq, TRANSFORMER_DIMS, "tensorrt").totals.fused.bytes < (
+        analyze(float_model, TRANSFORMER_DIMS, "tensorrt").totals.fused.bytes
+    )
+    fused_qdq = [
+        k
+        for k in analyze(qdq, TRANSFORMER_DIMS, "tensorrt").kernels
+        if "pointwise" in k.pattern and {"QuantizeLinear", "DequantizeLinear"} & set(k.op_types)
+    ]
+    assert fused_qdq, "no Q/DQ joined a pointwise kernel"
