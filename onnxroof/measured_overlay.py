@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from onnxroof.errors import OnnxroofError
-from onnxroof.profile_result import PROFILE_KIND, PROFILE_SCHEMA
+from onnxroof.profile_result import PROFILE_KIND, PROFILE_SCHEMA, achieved_flops, measured_ratio
 
 _HOW = "make one with `onnxroof profile MODEL --format json -o PROF.json`"
 
@@ -52,13 +52,11 @@ class MeasuredKernel:
 
     @property
     def ratio(self) -> float:
-        """measured ÷ predicted (infinite when nothing is predicted)."""
-        return self.measured_s / self.predicted_s if self.predicted_s > 0 else math.inf
+        return measured_ratio(self.measured_s, self.predicted_s)
 
     @property
     def achieved_flops(self) -> float:
-        """FLOPs ÷ measured seconds (0 when nothing was measured)."""
-        return self.flops / self.measured_s if self.measured_s > 0 else 0.0
+        return achieved_flops(self.flops, self.measured_s)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -22,6 +22,16 @@ PROFILE_SCHEMA = 1
 """The profile document's schema: fields are only added within it."""
 
 
+def measured_ratio(measured_s: float, predicted_s: float) -> float:
+    """measured ÷ predicted (above 1: slower than predicted; infinite when nothing is predicted)."""
+    return measured_s / predicted_s if predicted_s > 0 else math.inf
+
+
+def achieved_flops(flops: float, measured_s: float) -> float:
+    """FLOPs ÷ measured seconds: the measured point on the roofline (0 when nothing was measured)."""
+    return flops / measured_s if measured_s > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class Row:
     """Kernels and onnxruntime nodes that run the same original nodes: one predicted vs measured comparison."""
@@ -46,11 +56,11 @@ class Row:
     @property
     def ratio(self) -> float:
         """measured ÷ predicted (above 1: slower than predicted)."""
-        return self.measured_s / self.predicted_s if self.predicted_s > 0 else math.inf
+        return measured_ratio(self.measured_s, self.predicted_s)
 
     @property
     def achieved_flops(self) -> float:
-        return self.flops / self.measured_s if self.measured_s > 0 else 0.0
+        return achieved_flops(self.flops, self.measured_s)
 
     @property
     def achieved_bandwidth(self) -> float:
