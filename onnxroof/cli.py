@@ -269,7 +269,7 @@ def rules(debug: DebugOption = False) -> None:
 
 
 # Command groups that live in their own modules register themselves on `app` when imported.
-from onnxroof import cli_gate, cli_measure, cli_reports  # noqa: E402, F401
+from onnxroof import cli_gate, cli_measure, cli_reports, cli_whatif  # noqa: E402, F401
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 """CLI commands for visual reports (plot, graph); registered on the main app when imported.
 
 ``onnxroof plot MODEL -p xavier [-p orin ...] -o roofline.png`` draws the roofline (PNG, SVG or PDF, from the
-suffix); ``onnxroof graph MODEL --format netron|onnx|dot|svg -o OUT`` writes an annotated graph. Exit codes
-as everywhere: 0 success, 2 bad input or usage, 3 an internal error.
+suffix; ``--kind floorline`` the energy floorline of one platform); ``onnxroof graph MODEL --format
+netron|onnx|dot|svg -o OUT`` writes an annotated graph. Exit codes as everywhere: 0 success, 2 bad input or
+usage, 3 an internal error.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class GraphFormat(StrEnum):
     onnx = "onnx"
     dot = "dot"
     svg = "svg"
+
+
+class PlotKind(StrEnum):
+    roofline = "roofline"
+    floorline = "floorline"
 
 
 _GRAPH_SUFFIXES = {
@@ -80,14 +86,32 @@ def plot(
     precision: PrecisionOption = None,
     fusion: FusionOption = None,
     title: Annotated[str | None, typer.Option(help="Chart title (default: the model and platform).")] = None,
+    kind: Annotated[
+        PlotKind,
+        typer.Option(
+            "--kind",
+            help="roofline (FLOP/s against intensity), or floorline (energy per operation against intensity: one "
+            "platform with energy figures).",
+        ),
+    ] = PlotKind.roofline,
     debug: DebugOption = False,
 ) -> None:
-    """Draw MODEL's kernels on the roofline of one or several platforms (PNG, SVG or PDF)."""
+    """Draw MODEL's kernels on the roofline of one or several platforms (PNG, SVG or PDF); --kind floorline
+    draws energy per operation on one platform's floorline instead."""
     from onnxroof.report.plot import plot_format, render_plot
 
     with _errors(debug):
         fmt = plot_format(output)
-        analyses = _analyze(model, platform or ["xavier"], dim, precision, fusion)
+        chosen = platform or ["xavier"]
+        if kind is PlotKind.floorline:
+            from onnxroof.report.floorline import render_floorline
+
+            if len(chosen) > 1:
+                raise OnnxroofError("--kind floorline draws one platform: give one --platform")
+            (analysis,) = _analyze(model, chosen, dim, precision, fusion)
+            write_atomically(output, render_floorline(analysis, fmt, title))
+            return
+        analyses = _analyze(model, chosen, dim, precision, fusion)
         write_atomically(output, render_plot(analyses, fmt, title))
 
 

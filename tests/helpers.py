@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -73,3 +74,44 @@ def parse_model(text: str) -> onnx.ModelProto:
     model = onnx.parser.parse_model(text)
     onnx.checker.check_model(model)
     return model
+
+
+ENERGY_TOML = """
+[energy_pj_per_op]
+fp32 = { value = 2, source = "test" }
+fp16 = { value = 0.5, source = "test" }
+
+[energy_pj_per_byte]
+dram = { value = 10, source = "test" }
+"""
+"""Energy figures for a test platform: 2 pJ per fp32 FLOP, 0.5 per fp16 FLOP, 10 pJ per DRAM byte."""
+
+
+def write_platform(
+    path: Path,
+    *,
+    peaks: dict[str, float] | None = None,
+    bandwidth_gbps: float = 100,
+    launch_us: float = 1,
+    extra: str = "",
+    sparsity: str | None = None,
+) -> Path:
+    """A platform TOML named after ``path``'s stem with round figures (peaks in TFLOP/s, default fp32 10 and
+    fp16 20; no fusion), ``extra`` tables appended."""
+    peaks = peaks or {"fp32": 10, "fp16": 20}
+    lines = [
+        "schema = 1",
+        f'name = "{path.stem}"',
+        'title = "test platform"',
+        'kind = "accelerator"',
+        'fusion_profile = "none"',
+        *([f'sparsity = "{sparsity}"'] if sparsity else []),
+        "[peak_tflops]",
+        *(f'{precision} = {{ value = {value}, source = "test" }}' for precision, value in peaks.items()),
+        "[memory]",
+        f'dram_bandwidth_gbps = {{ value = {bandwidth_gbps}, source = "test" }}',
+        "[runtime]",
+        f'launch_overhead_us = {{ value = {launch_us}, source = "test" }}',
+    ]
+    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    return path

@@ -37,10 +37,32 @@ TRANSFORMER = SAMPLES / "tiny_transformer.onnx"
 LSTM = SAMPLES / "tiny_lstm.onnx"
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
-TOTALS_KEYS = {"flops", "macs", "params", "weight_bytes", "bytes_read", "bytes_written", "latency_s",
-               "memory_bound_share", "peak_activation_bytes"}
-NODE_KEYS = {"id", "name", "op_type", "domain", "dtype", "flops", "macs", "bytes_read", "bytes_written", "params",
-             "intensity", "bound", "latency_s"}
+TOTALS_KEYS = {
+    "flops",
+    "macs",
+    "params",
+    "weight_bytes",
+    "bytes_read",
+    "bytes_written",
+    "latency_s",
+    "memory_bound_share",
+    "peak_activation_bytes",
+}
+NODE_KEYS = {
+    "id",
+    "name",
+    "op_type",
+    "domain",
+    "dtype",
+    "flops",
+    "macs",
+    "bytes_read",
+    "bytes_written",
+    "params",
+    "intensity",
+    "bound",
+    "latency_s",
+}
 TOP_KEYS = {"schema", "model", "platform", "totals", "nodes", "op_types", "unsupported", "warnings"}
 ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
 
@@ -75,8 +97,9 @@ def custom_op_model() -> onnx.ModelProto:
         helper.make_node("Foo", ["a"], ["b"], name="foo_node", domain="com.example"),
         helper.make_node("Relu", ["b"], ["y"], name="last"),
     ]
-    return _relu_graph_model(nodes, [_vi("x")], [_vi("y")], value_info=[_vi("b")],
-                             extra_opsets=[helper.make_opsetid("com.example", 1)])
+    return _relu_graph_model(
+        nodes, [_vi("x")], [_vi("y")], value_info=[_vi("b")], extra_opsets=[helper.make_opsetid("com.example", 1)]
+    )
 
 
 def external_model(location: str) -> onnx.ModelProto:
@@ -88,8 +111,9 @@ def external_model(location: str) -> onnx.ModelProto:
     entry = weight.external_data.add()
     entry.key = "location"
     entry.value = location
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "g", [_vi("x")],
-                              [_vi("y")], [weight])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "g", [_vi("x")], [_vi("y")], [weight]
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -180,7 +204,8 @@ def _with_platform_file(folder: Path) -> Path:
 
 UNPRODUCED = _relu_graph_model(
     [helper.make_node("Relu", ["x"], ["a"], name="ok_node"), helper.make_node("Relu", ["ghost"], ["y"], name="orphan")],
-    [_vi("x")], [_vi("y")],
+    [_vi("x")],
+    [_vi("y")],
 )
 CAST_WITHOUT_TO = _relu_graph_model([helper.make_node("Cast", ["x"], ["y"], name="my_cast")], [_vi("x")], [_vi("y")])
 OPSET_6 = _relu_graph_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x")], [_vi("y")], opset=6)
@@ -201,18 +226,35 @@ BAD_CASES: dict[str, Bad] = {
     "dim-negative": Bad(_copy(CNN), DimsError, ("batch", "-1"), ("--dim", "batch=-1"), {"dims": {"batch": -1}}),
     "dim-float": Bad(_copy(CNN), DimsError, ("batch", "1.5"), ("--dim", "batch=1.5"), {"dims": {"batch": 1.5}}),
     "unbound-symbols": Bad(_copy(TRANSFORMER), DimsError, ("batch", "seq", "--dim batch=", "--dim seq=")),
-    "external-parent": Bad(_save(external_model("../outside.bin"), "parent.onnx"), ModelError,
-                           ("parent.onnx", "'W'", "../outside.bin", "outside")),
-    "unknown-platform": Bad(_copy(CNN), PlatformError, ("no-such-chip",), ("--dim", "batch=1", "--platform",
-                                                                          "no-such-chip"),
-                            {"dims": {"batch": 1}, "platform": "no-such-chip"}),
-    "platform-file-missing": Bad(_copy(CNN), PlatformError, ("nochip.toml",), ("--dim", "batch=1", "--platform",
-                                                                              "nochip.toml"),
-                                 {"dims": {"batch": 1}, "platform": "nochip.toml"}),
-    "precision-int4": Bad(_copy(CNN), PlatformError, ("xavier", "int4"), ("--dim", "batch=1", "--precision", "int4"),
-                          {"dims": {"batch": 1}, "precision": "int4"}),
-    "strict-unsupported": Bad(_save(custom_op_model(), "custom.onnx"), StrictError, ("Foo", "--strict"),
-                              ("--strict",), {"strict": True}),
+    "external-parent": Bad(
+        _save(external_model("../outside.bin"), "parent.onnx"),
+        ModelError,
+        ("parent.onnx", "'W'", "../outside.bin", "outside"),
+    ),
+    "unknown-platform": Bad(
+        _copy(CNN),
+        PlatformError,
+        ("no-such-chip",),
+        ("--dim", "batch=1", "--platform", "no-such-chip"),
+        {"dims": {"batch": 1}, "platform": "no-such-chip"},
+    ),
+    "platform-file-missing": Bad(
+        _copy(CNN),
+        PlatformError,
+        ("nochip.toml",),
+        ("--dim", "batch=1", "--platform", "nochip.toml"),
+        {"dims": {"batch": 1}, "platform": "nochip.toml"},
+    ),
+    "precision-int4": Bad(
+        _copy(CNN),
+        PlatformError,
+        ("xavier", "int4"),
+        ("--dim", "batch=1", "--precision", "int4"),
+        {"dims": {"batch": 1}, "precision": "int4"},
+    ),
+    "strict-unsupported": Bad(
+        _save(custom_op_model(), "custom.onnx"), StrictError, ("Foo", "--strict"), ("--strict",), {"strict": True}
+    ),
 }
 
 
@@ -234,8 +276,14 @@ def _assert_one_error_line(result, names: tuple[str, ...]) -> str:
     return lines[0]
 
 
-def _check_bad(tmp_path: Path, build: Callable[[Path], Path], error: type[OnnxroofError], names: tuple[str, ...],
-               cli: tuple[str, ...], api: dict) -> None:
+def _check_bad(
+    tmp_path: Path,
+    build: Callable[[Path], Path],
+    error: type[OnnxroofError],
+    names: tuple[str, ...],
+    cli: tuple[str, ...],
+    api: dict,
+) -> None:
     folder, out = tmp_path / "in", tmp_path / "out"
     folder.mkdir()
     out.mkdir()
@@ -268,13 +316,20 @@ def test_bad_platform_file_api_and_cli(tmp_path: Path) -> None:
 def test_external_data_at_an_absolute_path_is_refused(tmp_path: Path) -> None:
     sentinel = tmp_path / "secret.bin"
     sentinel.write_bytes(b"\0" * 256)
-    _check_bad(tmp_path, _save(external_model(str(sentinel)), "absolute.onnx"), ModelError,
-               ("absolute.onnx", "'W'", str(sentinel), "outside"), (), {})
+    _check_bad(
+        tmp_path,
+        _save(external_model(str(sentinel)), "absolute.onnx"),
+        ModelError,
+        ("absolute.onnx", "'W'", str(sentinel), "outside"),
+        (),
+        {},
+    )
 
 
 @pytest.mark.parametrize("location", ["../outside.bin", "ABSOLUTE"])
-def test_external_data_outside_the_folder_is_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          location: str) -> None:
+def test_external_data_outside_the_folder_is_never_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, location: str
+) -> None:
     folder = tmp_path / "model"
     folder.mkdir()
     sentinel = tmp_path / "outside.bin"  # ../outside.bin seen from the model's folder
@@ -307,8 +362,12 @@ def test_external_data_outside_the_folder_is_never_opened(tmp_path: Path, monkey
 
 def test_unnamed_dim_bound_on_the_command_line(tmp_path: Path) -> None:
     path = tmp_path / "dyn.onnx"
-    onnx.save(_relu_graph_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [None, 8])],
-                                [_vi("y", [None, 8])]), path)
+    onnx.save(
+        _relu_graph_model(
+            [helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [None, 8])], [_vi("y", [None, 8])]
+        ),
+        path,
+    )
     _assert_one_error_line(invoke("report", path), ("x:0", "--dim x:0="))
     result = invoke("report", path, "--dim", "x:0=3", "--format", "json")
     assert result.exit_code == 0, result.output
@@ -321,8 +380,12 @@ def test_debug_reraises_with_a_traceback(tmp_path: Path) -> None:
     missing = tmp_path / "missing.onnx"
     result = invoke("report", missing, "--debug")
     assert isinstance(result.exception, ModelError)
-    done = subprocess.run([sys.executable, "-m", "onnxroof", "report", str(missing), "--debug"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "onnxroof", "report", str(missing), "--debug"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode not in (0, 2, 3)
     assert "Traceback" in done.stderr
     assert "ModelError" in done.stderr and "missing.onnx" in done.stderr
@@ -381,8 +444,10 @@ def test_unsupported_op_is_reported_without_strict(tmp_path: Path) -> None:
 
 def test_table_shows_node_names_with_brackets_verbatim(tmp_path: Path) -> None:
     path = tmp_path / "brackets.onnx"
-    nodes = [helper.make_node("Relu", ["x"], ["a"], name="attn[i]"),
-             helper.make_node("Relu", ["a"], ["y"], name="[/bad]")]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="attn[i]"),
+        helper.make_node("Relu", ["a"], ["y"], name="[/bad]"),
+    ]
     onnx.save(_relu_graph_model(nodes, [_vi("x")], [_vi("y")]), path)
     result = invoke("report", path)
     assert result.exit_code == 0, result.output
@@ -473,11 +538,14 @@ def test_output_into_a_missing_folder_fails_cleanly(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("path", "dims"), [
-    (CNN, {"batch": 1}),
-    (TRANSFORMER, {"batch": 2, "seq": 16}),
-    (LSTM, {"batch": 3, "seq": 5}),
-])
+@pytest.mark.parametrize(
+    ("path", "dims"),
+    [
+        (CNN, {"batch": 1}),
+        (TRANSFORMER, {"batch": 2, "seq": 16}),
+        (LSTM, {"batch": 3, "seq": 5}),
+    ],
+)
 def test_api_and_cli_totals_agree(path: Path, dims: dict[str, int]) -> None:
     options = [item for name, value in dims.items() for item in ("--dim", f"{name}={value}")]
     result = invoke("report", path, *options, "--format", "json")
@@ -546,14 +614,34 @@ def test_app_help_lists_every_command() -> None:
         assert command in result.stdout
 
 
-@pytest.mark.parametrize("command", ["report", "platforms", "rules"])
+REGISTERED = {c.name or c.callback.__name__: c for c in app.registered_commands}
+
+
+def test_the_core_commands_are_registered() -> None:
+    assert {
+        "report",
+        "platforms",
+        "rules",
+        "check",
+        "diff",
+        "plot",
+        "graph",
+        "calibrate",
+        "profile",
+        "sweep",
+        "compare",
+    } <= set(REGISTERED)
+
+
+@pytest.mark.parametrize("command", sorted(REGISTERED))
 def test_every_command_is_documented(command: str) -> None:
-    registered = {c.name or c.callback.__name__: c for c in app.registered_commands}
-    assert (registered[command].callback.__doc__ or "").strip(), f"{command} has no docstring"
+    assert (REGISTERED[command].callback.__doc__ or "").strip(), f"{command} has no docstring"
     result = invoke(command, "--help")
     assert result.exit_code == 0, result.output
-    first_line = registered[command].callback.__doc__.strip().splitlines()[0]
+    first_line = REGISTERED[command].callback.__doc__.strip().splitlines()[0]
     assert " ".join(first_line.split()[:4]) in " ".join(result.stdout.split())
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"onnxroof {command}" in readme, f"`onnxroof {command}` is not in the README"
 
 
 def test_no_arguments_shows_help() -> None:
@@ -572,8 +660,9 @@ def test_usage_error_exits_2() -> None:
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(command, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=60, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    )
 
 
 @pytest.mark.parametrize("launcher", ["script", "module"])

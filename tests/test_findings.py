@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from helpers import write_platform
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.analysis import analyze
@@ -303,27 +304,17 @@ def test_no_findings_says_so() -> None:
 
 def _array_platform(tmp_path: Path, side: int) -> Path:
     """A platform with one side×side PE array (fp32 100 TFLOP/s, 1000 GB/s, no launch overhead)."""
-    path = tmp_path / f"array{side}.toml"
-    path.write_text(
-        f"""schema = 1
-name = "array{side}"
-title = "array"
-kind = "accelerator"
-fusion_profile = "none"
-[peak_tflops]
-fp32 = {{ value = 100, source = "t" }}
-[memory]
-dram_bandwidth_gbps = {{ value = 1000, source = "t" }}
-[runtime]
-launch_overhead_us = {{ value = 0.000001, source = "t" }}
-[array]
-height = {{ value = {side}, source = "t" }}
-width = {{ value = {side}, source = "t" }}
-clock_ghz = {{ value = 1, source = "t" }}
-""",
-        encoding="utf-8",
+    array = "".join(
+        f'{key} = {{ value = {value}, source = "t" }}\n'
+        for key, value in (("height", side), ("width", side), ("clock_ghz", 1))
     )
-    return path
+    return write_platform(
+        tmp_path / f"array{side}.toml",
+        peaks={"fp32": 100},
+        bandwidth_gbps=1000,
+        launch_us=0.000001,
+        extra="[array]\n" + array,
+    )
 
 
 def _matmul(tmp_path: Path, m: int, k: int, n: int) -> Path:

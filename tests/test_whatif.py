@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from helpers import write_platform
 from hypothesis import given
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -57,29 +58,9 @@ def conv_model(path: Path, channels: int, out_channels: int, group: int, size: i
 
 
 def platform_file(path: Path, extra: str = "", sparsity: str | None = None) -> Path:
-    """A platform with round figures: 100 TFLOP/s fp32, 50 fp16, 1000 GB/s DRAM, no launch overhead."""
-    head = f'sparsity = "{sparsity}"\n' if sparsity else ""
-    path.write_text(
-        f"""schema = 1
-name = "{path.stem}"
-title = "test platform"
-kind = "accelerator"
-fusion_profile = "none"
-{head}
-[peak_tflops]
-fp32 = {{ value = 100, source = "test" }}
-fp16 = {{ value = 200, source = "test" }}
-
-[memory]
-dram_bandwidth_gbps = {{ value = 1000, source = "test" }}
-
-[runtime]
-launch_overhead_us = {{ value = 0.000001, source = "test" }}
-{extra}
-""",
-        encoding="utf-8",
-    )
-    return path
+    """A platform with round figures: 100 TFLOP/s fp32, 200 fp16, 1000 GB/s DRAM, no launch overhead."""
+    peaks = {"fp32": 100, "fp16": 200}
+    return write_platform(path, peaks=peaks, bandwidth_gbps=1000, launch_us=0.000001, extra=extra, sparsity=sparsity)
 
 
 ENERGY = """

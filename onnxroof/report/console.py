@@ -88,6 +88,12 @@ _SHORT_OPS = {  # display names for fused op chains
     "Transpose": "T",
 }
 
+
+def short_ops(op_types) -> str:
+    """A fused op chain as it fits a table cell: ``Conv+BN+Add+Relu``."""
+    return "+".join(_SHORT_OPS.get(op, op) for op in op_types)
+
+
 _TOP_COLUMNS = (  # name, justify, width
     ("ops", "left", 16),
     ("output", "left", 14),
@@ -119,7 +125,7 @@ def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
     for kernel in kernels:
         last = node_of[kernel.node_ids[-1]]
         cells = {
-            "ops": Text("+".join(_SHORT_OPS.get(op, op) for op in kernel.op_types)),
+            "ops": Text(short_ops(kernel.op_types)),
             "output": Text(_shape(last.output_shapes[0] if last.output_shapes else None)),
             "FLOPs": si(kernel.flops),
             "bytes": si(kernel.bytes, "B"),

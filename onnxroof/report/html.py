@@ -32,10 +32,12 @@ import jinja2
 from markupsafe import Markup
 
 from onnxroof.analysis import Analysis, NodeResult
+from onnxroof.compare import main_precision
+from onnxroof.energy import byte_energy, energy_ridge, op_energy
 from onnxroof.kernels import KernelResult
 from onnxroof.measured_overlay import MeasuredOverlay, with_measured
 from onnxroof.report.data import SCHEMA_VERSION, to_dict
-from onnxroof.report.units import percent, seconds, si
+from onnxroof.report.units import joules, percent, seconds, si
 from onnxroof.roofline import BOUND_COMPUTE, BOUND_MEMORY
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -69,7 +71,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(si=si, seconds=seconds, percent=percent, number=_number)
+    env.filters.update(si=si, seconds=seconds, percent=percent, number=_number, joules=joules)
     return env
 
 
@@ -194,6 +196,41 @@ def _findings(analysis: Analysis) -> list[dict[str, Any]] | None:
     ]
 
 
+# ------------------------------------------------------------------------------------ floorline (energy)
+
+
+def floorline_view(analysis: Analysis) -> dict[str, Any] | None:
+    """What the page's floorline chart draws; None when the platform gives no energy figures.
+
+    The floor ``E_op + E_dram / I`` of the precision the most predicted time computes at (``primary``) and of
+    each other precision the kernels compute in, the energy ridge ``E_dram / E_op`` of the first, and per
+    energy bound the kernels and their share of the energy (the legend). Numbers in SI units (J/op, J/B).
+    """
+    p = analysis.platform
+    if not p.has_energy:
+        return None
+    main = main_precision(analysis)
+    used = {k.precision for k in analysis.kernels if k.flops > 0} | {main}
+    total = analysis.totals.energy_j or 0.0
+    bounds = []
+    for bound, colour in BOUND_COLOURS.items():
+        members = [k for k in analysis.kernels if k.flops > 0 and k.energy_j and k.energy_bound == bound]
+        energy = sum(k.energy_j or 0.0 for k in members)
+        if members:
+            bounds.append({"bound": bound, "colour": colour, "kernels": len(members), "share": energy / total})
+    return {
+        "precision": main,
+        "e_op": op_energy(p, main),
+        "e_dram": byte_energy(p, "dram"),
+        "ridge": energy_ridge(p, main),
+        "floors": [
+            {"precision": q, "e_op": op_energy(p, q), "primary": q == main}
+            for q in sorted(used, key=lambda q: (q != main, q))
+        ],
+        "bounds": bounds,
+    }
+
+
 # ------------------------------------------------------------------------------------------------ render
 
 
@@ -249,6 +286,7 @@ def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dic
         "other_colour": OTHER_COLOUR,
         "bound_colours": BOUND_COLOURS,
         "precisions_used": roofs,
+        "floorline": floorline_view(analysis),
     }
     layout_kernels = sum(1 for k in analysis.kernels if k.layout)
     title = Path(m.path).name if m.path else (m.graph_name or "model")
@@ -276,6 +314,7 @@ def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dic
         "measured": measured,
         "measured_name": Path(measured.source).name if measured is not None else "",
         "view_json": _json_for_script(view),
+        "floorline": view["floorline"],
         "style": Markup(style),
         "script": Markup(script),
         "csp": f"default-src 'none'; script-src '{_csp_hash(script)}'; style-src '{_csp_hash(style)}'; "

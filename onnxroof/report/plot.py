@@ -35,7 +35,7 @@ def plot_format(path: Path) -> str:
     return suffix
 
 
-def _plain(text: str) -> str:
+def plain_text(text: str) -> str:
     """Model text as literal matplotlib text: no mathtext, no control characters."""
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     return text.replace("$", r"\$")
@@ -48,7 +48,8 @@ def _main_precision(analysis: Analysis) -> str | None:
     return max(time, key=lambda p: (time[p], p)) if time else None
 
 
-def _decades(values: Sequence[float], pad: float, minimum: int) -> tuple[float, float]:
+def decades(values: Sequence[float], pad: float, minimum: int) -> tuple[float, float]:
+    """Log-axis limits on whole decades around ``values`` (widened by ``pad``), at least ``minimum`` decades."""
     lo = math.floor(math.log10(min(values) / pad))
     hi = math.ceil(math.log10(max(values) * pad))
     while hi - lo < minimum:
@@ -84,8 +85,8 @@ def figure(analyses: Sequence[Analysis], title: str | None = None):
         used = {k.precision for k in analysis.kernels} or {p.precisions()[0]}
         ridges += [p.ridge(q) for q in used]
         peaks += [p.peak(q) for q in used]
-    xmin, xmax = _decades(intensities + ridges, 2.0, 4)
-    ymin, ymax = _decades(perfs + peaks, 1.6, 3)
+    xmin, xmax = decades(intensities + ridges, 2.0, 4)
+    ymin, ymax = decades(perfs + peaks, 1.6, 3)
     halo = [patheffects.withStroke(linewidth=3, foreground="white")]
 
     legend_handles = []
@@ -170,10 +171,10 @@ def figure(analyses: Sequence[Analysis], title: str | None = None):
         if several:
             roof = f"{main} {si(p.peak(main), 'FLOP/s')}, " if main else ""
             label = (
-                f"{_plain(p.title)}: {seconds(analysis.totals.latency_s)} "
+                f"{plain_text(p.title)}: {seconds(analysis.totals.latency_s)} "
                 f"({roof}{si(p.dram_bandwidth, 'B/s')}, ridge {p.ridge(main):.3g})"
                 if main
-                else f"{_plain(p.title)}: {seconds(analysis.totals.latency_s)}"
+                else f"{plain_text(p.title)}: {seconds(analysis.totals.latency_s)}"
             )
             legend_handles.append(Line2D([], [], color=colour, marker=marker, linestyle="-", label=label))
         elif idle:
@@ -193,7 +194,9 @@ def figure(analyses: Sequence[Analysis], title: str | None = None):
         for op, _, latency in rows[:_MAX_LEGEND_OPS]:
             share = latency / (analyses[0].totals.latency_s or 1.0)
             legend_handles.append(
-                Line2D([], [], color=colours[op], marker="o", linestyle="", label=f"{_plain(op)} {100 * share:.1f}%")
+                Line2D(
+                    [], [], color=colours[op], marker="o", linestyle="", label=f"{plain_text(op)} {100 * share:.1f}%"
+                )
             )
         if len(rows) > _MAX_LEGEND_OPS:
             legend_handles.append(Line2D([], [], color=OTHER_COLOUR, marker="o", linestyle="", label="other"))
@@ -213,7 +216,7 @@ def figure(analyses: Sequence[Analysis], title: str | None = None):
     model = analyses[0].model
     name = Path(model.path).name if model.path else (model.graph_name or "model")
     where = f"{len(analyses)} platforms" if several else analyses[0].platform.title
-    ax.set_title(_plain(title) if title else f"{_plain(name)} on {_plain(where)}", fontsize=11, loc="left")
+    ax.set_title(plain_text(title) if title else f"{plain_text(name)} on {plain_text(where)}", fontsize=11, loc="left")
     if several:  # long platform titles: below the chart, never over the points
         fig.legend(handles=legend_handles, fontsize=8, loc="outside lower center", frameon=False)
     else:
@@ -249,7 +252,13 @@ def render_plot(analyses: Sequence[Analysis], fmt: str, title: str | None = None
     """The chart as PNG, SVG or PDF bytes."""
     if fmt not in FORMATS:
         raise OnnxroofError(f"unknown plot format '{fmt}'; use one of {', '.join(FORMATS)}")
-    fig = figure(analyses, title)
+    return figure_bytes(figure(analyses, title), fmt)
+
+
+def figure_bytes(fig, fmt: str) -> bytes:
+    """A matplotlib figure as PNG, SVG or PDF bytes (every onnxroof chart is written this way)."""
+    if fmt not in FORMATS:
+        raise OnnxroofError(f"unknown plot format '{fmt}'; use one of {', '.join(FORMATS)}")
     buffer = io.BytesIO()
     metadata = {"Software": "onnxroof"} if fmt == "png" else {"Creator": "onnxroof"} if fmt == "pdf" else {}
     fig.savefig(buffer, format=fmt, metadata=metadata)

@@ -106,6 +106,32 @@
     return [lo, hi];
   }
 
+  // A log–log frame (grid, a tick per decade, axis titles) on `root`; returns its scales. The roofline and the
+  // floorline share it. f: {x0, x1, y0, y1 (decades), ml, mt, pw, plotH, xTick, yTick, xTitle, yTitle}
+  function logFrame(root, f) {
+    const X = (v) => f.ml + (Math.log10(v) - f.x0) / (f.x1 - f.x0) * f.pw;
+    const Y = (v) => f.mt + f.plotH - (Math.log10(v) - f.y0) / (f.y1 - f.y0) * f.plotH;
+    const grid = svg("g", { class: "grid" }), axis = svg("g", { class: "axis" });
+    for (let d = f.x0; d <= f.x1; d++) {
+      const x = X(Math.pow(10, d));
+      grid.appendChild(svg("line", { x1: x, x2: x, y1: f.mt, y2: f.mt + f.plotH }));
+      axis.appendChild(svg("text", { x: x, y: f.mt + f.plotH + 16, "text-anchor": "middle" }, f.xTick(Math.pow(10, d))));
+    }
+    for (let d = f.y0; d <= f.y1; d++) {
+      const y = Y(Math.pow(10, d));
+      grid.appendChild(svg("line", { x1: f.ml, x2: f.ml + f.pw, y1: y, y2: y }));
+      axis.appendChild(svg("text", { x: f.ml - 8, y: y + 4, "text-anchor": "end" }, f.yTick(Math.pow(10, d))));
+    }
+    root.appendChild(grid);
+    root.appendChild(svg("rect", { class: "frame", x: f.ml, y: f.mt, width: f.pw, height: f.plotH }));
+    root.appendChild(axis);
+    root.appendChild(svg("text", { class: "axis-title", x: f.ml + f.pw / 2, y: f.mt + f.plotH + 38,
+      "text-anchor": "middle" }, f.xTitle));
+    root.appendChild(svg("text", { class: "axis-title", x: 16, y: f.mt + f.plotH / 2, "text-anchor": "middle",
+      transform: "rotate(-90 16 " + (f.mt + f.plotH / 2) + ")" }, f.yTitle));
+    return { X, Y };
+  }
+
   function drawChart() {
     const host = document.getElementById("roofline");
     const W = 1000, ml = 96, mr = 24, mt = 18, plotH = 430, mb = 50;
@@ -121,30 +147,10 @@
     const achieved = onRoof.filter(hasMeasuredPoint).map((r) => r.m.achieved_flops);
     const ys = onRoof.map((r) => r.perf).concat(achieved).filter((v) => v > 0);
     const [y0, y1] = logDomain(ys.concat(peaks).concat(peaks.length ? [] : [1e9]), 1.6, 3);
-    const X = (v) => ml + (Math.log10(v) - x0) / (x1 - x0) * pw;
-    const Y = (v) => mt + plotH - (Math.log10(v) - y0) / (y1 - y0) * plotH;
+    const { X, Y } = logFrame(root, { x0, x1, y0, y1, ml, mt, pw, plotH,
+      xTick: (v) => si(v), yTick: (v) => si(v, "FLOP/s"), xTitle: "arithmetic intensity (FLOP/byte)",
+      yTitle: measured ? "throughput (FLOP/s): ● predicted, ◆ measured" : "predicted throughput (FLOP/s)" });
     const xmin = Math.pow(10, x0), xmax = Math.pow(10, x1), ymin = Math.pow(10, y0);
-
-    // grid and axes
-    const grid = svg("g", { class: "grid" }), axis = svg("g", { class: "axis" });
-    for (let d = x0; d <= x1; d++) {
-      const x = X(Math.pow(10, d));
-      grid.appendChild(svg("line", { x1: x, x2: x, y1: mt, y2: mt + plotH }));
-      axis.appendChild(svg("text", { x: x, y: mt + plotH + 16, "text-anchor": "middle" }, si(Math.pow(10, d))));
-    }
-    for (let d = y0; d <= y1; d++) {
-      const y = Y(Math.pow(10, d));
-      grid.appendChild(svg("line", { x1: ml, x2: ml + pw, y1: y, y2: y }));
-      axis.appendChild(svg("text", { x: ml - 8, y: y + 4, "text-anchor": "end" }, si(Math.pow(10, d), "FLOP/s")));
-    }
-    root.appendChild(grid);
-    root.appendChild(svg("rect", { class: "frame", x: ml, y: mt, width: pw, height: plotH }));
-    root.appendChild(axis);
-    root.appendChild(svg("text", { class: "axis-title", x: ml + pw / 2, y: mt + plotH + 38, "text-anchor": "middle" },
-      "arithmetic intensity (FLOP/byte)"));
-    root.appendChild(svg("text", { class: "axis-title", x: 16, y: mt + plotH / 2, "text-anchor": "middle",
-      transform: "rotate(-90 16 " + (mt + plotH / 2) + ")" },
-      measured ? "throughput (FLOP/s): ● predicted, ◆ measured" : "predicted throughput (FLOP/s)"));
 
     // roofs: the memory slope up to each precision's ridge, then its flat compute roof
     const bw = plat.dram_bandwidth;
@@ -233,6 +239,62 @@
     wireTooltips(root);
   }
 
+  // ------------------------------------------------ floorline (energy per operation; V.floorline, see html.py)
+  function joules(v) {  // mirrors report/units.py
+    if (v === null || v === undefined) return "–";
+    if (!(v > 0)) return "0 J";
+    for (const [f, u] of [[1, "J"], [1e-3, "mJ"], [1e-6, "µJ"], [1e-9, "nJ"]]) if (v >= f) return sig(v / f, 3) + " " + u;
+    return sig(v / 1e-12, 3) + " pJ";
+  }
+  function drawFloorline() {
+    const F = V.floorline, host = document.getElementById("floorline");
+    if (!F || !host) return;
+    const W = 1000, ml = 96, mr = 24, mt = 18, plotH = 430, mb = 50, pw = W - ml - mr;
+    const root = svg("svg", { viewBox: "0 0 " + W + " " + (mt + plotH + mb), class: "roofline floorline" });
+    const drawn = K.filter((r) => r.k.flops > 0 && r.k.energy_j > 0);
+    const perOp = (r) => r.k.energy_j / r.k.flops;
+    const xs = drawn.map((r) => r.k.intensity).filter((v) => v !== null && v > 0);
+    const [x0, x1] = logDomain(xs.concat([F.ridge]), 2, 4);
+    const [y0, y1] = logDomain(drawn.map(perOp).concat([F.e_op, 2 * F.e_op]), 1.6, 3);
+    const { X, Y } = logFrame(root, { x0, x1, y0, y1, ml, mt, pw, plotH,
+      xTick: (v) => si(v), yTick: (v) => joules(v) + "/op", xTitle: "arithmetic intensity (FLOP/byte)",
+      yTitle: "energy per operation (J/op)" });
+    const xmin = Math.pow(10, x0), xmax = Math.pow(10, x1), ymin = Math.pow(10, y0), ymax = Math.pow(10, y1);
+    const lines = svg("g", {}), labels = svg("g", {});
+    for (const floor of F.floors.slice().reverse()) {  // E_op + E_dram / I, from where it enters the chart
+      const start = Math.max(xmin, F.e_dram / Math.max(ymax - floor.e_op, 1e-300));
+      let d = "";
+      for (let i = 0; i <= 120; i++) {
+        const x = start * Math.pow(xmax / start, i / 120);
+        d += (i ? " L" : "M") + X(x).toFixed(1) + "," + Y(floor.e_op + F.e_dram / x).toFixed(1);
+      }
+      lines.appendChild(svg("path", { class: "roof" + (floor.primary ? "" : " secondary"), d: d }));
+    }
+    lines.appendChild(svg("line", { class: "ridge-line", x1: ml, x2: ml + pw, y1: Y(F.e_op), y2: Y(F.e_op) }));
+    lines.appendChild(svg("line", { class: "ridge-line", x1: X(F.ridge), x2: X(F.ridge), y1: Y(2 * F.e_op) + 6,
+      y2: mt + plotH }));
+    lines.appendChild(svg("circle", { class: "ridge", cx: X(F.ridge), cy: Y(2 * F.e_op), r: 3.5 }));
+    labels.appendChild(svg("text", { class: "roof-label halo", x: ml + 6, y: Y(F.e_op) + 17 },
+      F.precision + " floor E_op " + joules(F.e_op) + "/op"));
+    labels.appendChild(svg("text", { class: "ridge-label halo", x: X(F.ridge) + 8, y: Y(2 * F.e_op) - 8 },
+      "energy ridge " + num(F.ridge) + " FLOP/B"));
+    const dots = svg("g", {});
+    const maxE = Math.max(...drawn.map((r) => r.k.energy_j), 1e-300);
+    for (const r of drawn.slice().sort((a, b) => b.k.energy_j - a.k.energy_j)) {  // small points on top
+      const I = r.k.intensity === null ? xmax : Math.min(Math.max(r.k.intensity, xmin), xmax);
+      r.fdot = svg("circle", { class: "pt", cx: X(I).toFixed(1), cy: Y(Math.max(perOp(r), ymin)).toFixed(1),
+        r: (2.6 + 15 * Math.sqrt(r.k.energy_j / maxE)).toFixed(2),
+        fill: V.bound_colours[r.k.energy_bound] || V.other_colour, "data-i": r.i });
+      dots.appendChild(r.fdot);
+    }
+    root.appendChild(lines);
+    root.appendChild(dots);
+    root.appendChild(labels);
+    host.appendChild(root);
+    wireTooltips(root);
+  }
+  // ------------------------------------------------------------------------------------ end floorline
+
   // --------------------------------------------------------------------------------------- tooltip
   const tip = document.getElementById("tip");
   function tipRow(label, value) {
@@ -264,6 +326,10 @@
     tip.appendChild(tipRow("time", seconds(k.latency_s) + " · " + pct(r.share) + " of total"));
     tip.appendChild(tipRow("made of", "compute " + seconds(k.t_compute_s) + ", memory " + seconds(k.t_memory_s) +
       ", launch " + seconds(k.t_overhead_s)));
+    if (k.energy_j !== null && k.energy_j !== undefined) {  // floorline figures
+      tip.appendChild(tipRow("energy", joules(k.energy_j) + " (" + k.energy_bound + "-energy-bound)" +
+        (k.flops > 0 ? " · " + joules(k.energy_j / k.flops) + "/op" : "")));
+    }
     if (r.m) measuredRows(r);
     else if (measured) tip.appendChild(tipRow("measured", "none: onnxruntime did not run this kernel as profiled"));
     tip.hidden = false;
@@ -478,6 +544,7 @@
     for (const r of K) {
       if (r.dot) r.dot.classList.toggle("hot", hits.has(r));
       if (r.mdot) r.mdot.classList.toggle("hot", hits.has(r));
+      if (r.fdot) r.fdot.classList.toggle("hot", hits.has(r));
       if (r.tr) r.tr.classList.toggle("hot", exact && hits.has(r));
     }
     render();
@@ -487,6 +554,7 @@
   filterInput.addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(applyFilter, 60); });
 
   drawChart();
+  drawFloorline();
   drawLegend();
   sortRows();
   applyFilter();
