@@ -13,7 +13,8 @@ node name or node id, :func:`load_layer_densities`). One tensor has one density:
   read it (the largest, when several do);
 * a run-time tensor takes the output density of the layer that writes it when one is given (per layer, else
   uniform), else the input density of the layers that read it (the largest); graph inputs the latter;
-* anything else, and load-time values such as shapes, is dense (1).
+* anything else, and load-time values such as shapes, is dense (1). The bodies of If/Loop/Scan are dense too
+  (per-layer keys name main-graph nodes; precision restatement does reach the bodies).
 
 Two switches, separate as in FRAME:
 
