@@ -338,9 +338,9 @@ def with_measured(document: dict[str, Any], overlay: MeasuredOverlay | None) -> 
 
 def render_measured_json(analysis, overlay: MeasuredOverlay | None) -> str:
     """``onnxroof report --format json``'s document, with the ``measured`` section when given a profile."""
-    from onnxroof.report.data import to_dict
+    from onnxroof.report.data import dumps_document, to_dict
 
-    return json.dumps(with_measured(to_dict(analysis), overlay), indent=2, allow_nan=False) + "\n"
+    return dumps_document(with_measured(to_dict(analysis), overlay))
 
 
 # ------------------------------------------------------------------------------------------------ helpers

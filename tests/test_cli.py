@@ -709,3 +709,15 @@ def test_output_file_gets_umask_permissions(tmp_path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     assert (target.stat().st_mode & 0o777) == (0o666 & ~umask)
+
+
+def test_the_json_document_is_one_node_per_line_and_parses_to_the_library_dict() -> None:
+    from onnxroof.analysis import analyze
+    from onnxroof.report.data import render_json, to_dict
+
+    analysis = analyze(CNN, "xavier", {"batch": 1})
+    text = render_json(analysis)
+    assert json.loads(text) == json.loads(json.dumps(to_dict(analysis)))
+    items = [json.loads(line.rstrip(",")) for line in text.splitlines() if line.startswith('    {"id": ')]
+    assert [item["id"] for item in items if "state" in item] == [node.id for node in analysis.nodes]
+    assert [item["id"] for item in items if "pattern" in item] == [kernel.id for kernel in analysis.kernels]
