@@ -404,3 +404,22 @@ def test_the_roofline_plot_draws_the_onchip_roof(tmp_path: Path) -> None:
 
     assert dotted(platform) == 1
     assert dotted(platform_file(tmp_path / "flat.toml")) == 0
+
+
+def test_reports_show_the_array_utilization(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from onnxroof.report.console import render_console
+    from onnxroof.report.html import explain, render_html
+
+    model = gemm_model(tmp_path / "g.onnx", 512, 100, 100)
+    analysis = onnxroof.analyze(model, platform_file(tmp_path / "array.toml", ARRAY))
+    console = Console(width=140, record=True, color_system=None)
+    render_console(analysis, console)
+    text = console.export_text()
+    assert "PE util" in text and "61.0%" in text  # (100/128)² = 0.6104
+    assert "61.0% of the PE array busy" in explain(only_kernel(analysis))
+    assert "PE array" in render_html(analysis)
+    console = Console(width=140, record=True, color_system=None)
+    render_console(onnxroof.analyze(model, "h100"), console)
+    assert "PE util" not in console.export_text()

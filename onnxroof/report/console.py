@@ -113,6 +113,8 @@ def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
     kernels = analysis.top_kernels(count)
     node_of = {n.id: n for n in analysis.nodes}
     columns = _TOP_COLUMNS if width >= 100 else tuple(c for c in _TOP_COLUMNS if c[0] not in ("output", "share"))
+    if analysis.platform.array is not None:  # the PE array's utilization, where the platform describes one
+        columns = (*columns[:-1], ("PE util", "right", 7), columns[-1])
     gaps = 3 * (len(columns) + 1)  # padding and separator around each column
     room = width - gaps - sum(w for _, _, w in columns)
     name_width = max(8, min(48, room, max((len(k.node_ids[0]) for k in kernels), default=8)))
@@ -133,6 +135,7 @@ def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
             "bound": kernel.bound,
             "time": seconds(kernel.latency_s),
             "share": percent(kernel.latency_s / total),
+            "PE util": percent(kernel.utilization) if kernel.macs > 0 else "–",
         }
         table.add_row(Text(kernel.node_ids[0]), *(cells[name] for name, _, _ in columns))
     return table

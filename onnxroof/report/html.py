@@ -133,6 +133,8 @@ def explain(kernel: KernelResult) -> str:
             f"memory-bound at {_number(kernel.intensity, 2)} FLOP/B, ridge {_number(kernel.ridge, 2)}: "
             f"its time is set by the {moved} it moves"
         )
+    if kernel.utilization < 1.0:
+        sentence += f"; its GEMM keeps {percent(kernel.utilization)} of the PE array busy (padding loss)"
     if kernel.t_overhead_s > busy:
         sentence += f"; launch overhead ({seconds(kernel.t_overhead_s)}) is more than the work itself ({seconds(busy)})"
     return sentence
