@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxroof.errors import OnnxroofError
-from onnxroof.report.units import percent, seconds, si
+from onnxroof.report.units import joules, percent, seconds, si
 
 #: Totals compared, with the unit family used to show them.
 TOTALS: tuple[tuple[str, str], ...] = (
@@ -38,6 +38,7 @@ TOTALS: tuple[tuple[str, str], ...] = (
     ("peak_activation_bytes", "bytes"),
     ("memory_bound_share", "share"),
     ("layout_share", "share"),
+    ("energy_j", "energy"),  # only where both reports were made on a platform with energy figures
     ("kernels", "count"),
     ("nodes", "count"),
 )
@@ -320,6 +321,8 @@ def format_value(value: float, kind: str) -> str:
         return si(value, "B")
     if kind == "share":
         return percent(value)
+    if kind == "energy":
+        return joules(value) if value >= 0 else "-" + joules(-value)
     return si(value)
 
 

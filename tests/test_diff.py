@@ -15,6 +15,7 @@ from onnxroof.analysis import analyze
 from onnxroof.diff import (
     BaselineError,
     diff_documents,
+    format_value,
     load_baseline,
     load_document,
     pick_baseline,
@@ -190,3 +191,13 @@ def test_bad_baselines(tmp_path: Path, content: str, says: str) -> None:
     assert str(caught.value).startswith(str(path)) and says in str(caught.value)
     with pytest.raises(BaselineError, match="cannot read"):
         load_document(tmp_path / "missing.json")
+
+
+def test_energy_is_compared_where_both_reports_have_it() -> None:
+    small = to_dict(analyze(CNN, platform="xavier", dims={"batch": 1}, fusion="none"))
+    bigger = to_dict(analyze(CNN, platform="xavier", dims={"batch": 4}, fusion="none"))
+    energy = next(d for d in diff_documents(small, bigger, "a", "b").totals if d.name == "energy_j")
+    assert energy.old == small["totals"]["energy_j"] and energy.new == bigger["totals"]["energy_j"]
+    assert energy.change > 0 and format_value(energy.new, "energy").endswith("J")
+    unpriced = {**small, "totals": {**small["totals"], "energy_j": None}}
+    assert "energy_j" not in {d.name for d in diff_documents(unpriced, bigger, "a", "b").totals}
