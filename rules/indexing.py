@@ -116,8 +116,9 @@ def unique(op: OpView) -> Cost:
     x = required_input(op, 0)
     axis = op.attrs.get("axis")
     n = x.numel if axis is None else shape_of(x)[normalize_axis(axis, len(shape_of(x)))]
-    return Cost(flops=x.numel * math.log2(n) if n > 1 else 0.0, bytes_read=x.nbytes,
-                bytes_written=_written_if_static(op))
+    return Cost(
+        flops=x.numel * math.log2(n) if n > 1 else 0.0, bytes_read=x.nbytes, bytes_written=_written_if_static(op)
+    )
 
 
 @rule("NonMaxSuppression", status=STATUS_APPROXIMATE, config_inputs=(2, 3, 4))

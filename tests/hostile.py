@@ -39,8 +39,9 @@ def hostile_model() -> onnx.ModelProto:
     bias = numpy_helper.from_array(np.ones((32,), np.float32), name=f"b{SVG_ONLOAD}")
     shape = numpy_helper.from_array(np.array([1, 8, 64], np.int64), name=f"shape{TEMPLATE}")
     nodes = [
-        helper.make_node("Conv", [x, weight.name], [f"conv{SCRIPT}"], name=SCRIPT, pads=[1, 1, 1, 1],
-                         doc_string=CLOSE_SCRIPT),
+        helper.make_node(
+            "Conv", [x, weight.name], [f"conv{SCRIPT}"], name=SCRIPT, pads=[1, 1, 1, 1], doc_string=CLOSE_SCRIPT
+        ),
         helper.make_node("Relu", [f"conv{SCRIPT}"], [f"relu{IMG}"], name=IMG, doc_string=STYLE),
         helper.make_node("Reshape", [f"relu{IMG}", shape.name], [f"flat{STYLE}"], name=STYLE),
         helper.make_node("MatMul", [f"flat{STYLE}", matrix.name], [f"mm{DOT_BREAK}"], name=DOT_BREAK),
@@ -91,8 +92,19 @@ def fuse_first_kernels(analysis, count: int = 2, pattern: str = "test_fused"):
     first = parts[0]
     summed = {
         name: sum(getattr(k, name) for k in parts)
-        for name in ("flops", "macs", "bytes_read", "bytes_written", "params", "t_compute_s", "t_memory_s",
-                     "t_overhead_s", "latency_s", "ideal_bytes", "ideal_latency_s")
+        for name in (
+            "flops",
+            "macs",
+            "bytes_read",
+            "bytes_written",
+            "params",
+            "t_compute_s",
+            "t_memory_s",
+            "t_overhead_s",
+            "latency_s",
+            "ideal_bytes",
+            "ideal_latency_s",
+        )
     }
     merged = dataclasses.replace(
         first,

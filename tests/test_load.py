@@ -155,9 +155,12 @@ def _external(name: str, location: str, rows: int = 8, cols: int = 8) -> TensorP
 def external_constant_model() -> onnx.ModelProto:
     """``y = x @ c`` where ``c`` is a Constant node whose value tensor is stored externally (w.bin)."""
     graph = helper.make_graph(
-        [helper.make_node("Constant", [], ["c"], name="const", value=_external("c", "w.bin")),
-         helper.make_node("MatMul", ["x", "c"], ["y"], name="mm")],
-        "constant", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [
+            helper.make_node("Constant", [], ["c"], name="const", value=_external("c", "w.bin")),
+            helper.make_node("MatMul", ["x", "c"], ["y"], name="mm"),
+        ],
+        "constant",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -165,15 +168,26 @@ def external_constant_model() -> onnx.ModelProto:
 
 def external_subgraph_model() -> onnx.ModelProto:
     """An If whose then-branch holds an external initializer (w.bin)."""
-    then = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["a"], name="mm")], "then", [],
-                             [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8])],
-                             [_external("w", "w.bin")])
-    other = helper.make_graph([helper.make_node("Relu", ["x"], ["b"], name="relu")], "else", [],
-                              [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 8])])
+    then = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8])],
+        [_external("w", "w.bin")],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["b"], name="relu")],
+        "else",
+        [],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 8])],
+    )
     graph = helper.make_graph(
-        [helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other)], "if",
-        [helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other)],
+        "if",
+        [
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8]),
+        ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -212,11 +226,14 @@ def test_bound_transformer_has_static_shapes_everywhere() -> None:
     assert not analysis.unsupported
 
 
-@pytest.mark.parametrize(("path", "expected"), [
-    (CNN, {"batch"}),
-    (TRANSFORMER, {"batch", "seq"}),
-    (LSTM, {"batch", "seq"}),
-])
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (CNN, {"batch"}),
+        (TRANSFORMER, {"batch", "seq"}),
+        (LSTM, {"batch", "seq"}),
+    ],
+)
 def test_symbolic_dims_of_samples(path: Path, expected: set[str]) -> None:
     assert set(symbolic_dims(onnx.load(str(path), load_external_data=False))) == expected
 

@@ -60,6 +60,7 @@ def _bundled_toml(name: str) -> dict:
 
 # --- bundled files -------------------------------------------------------------------------------------
 
+
 def test_bundled_platforms_load_and_are_sane() -> None:
     platforms = bundled_platforms()
     names = [p.name for p in platforms]
@@ -127,8 +128,9 @@ def test_units_are_converted_to_si(tmp_path: Path) -> None:
 
 
 def test_optional_figures_may_be_absent(tmp_path: Path) -> None:
-    text = "\n".join(line for line in GOOD.splitlines()
-                     if not line.startswith(("capacity_gb", "onchip_mb", "tdp_w", "[power]")))
+    text = "\n".join(
+        line for line in GOOD.splitlines() if not line.startswith(("capacity_gb", "onchip_mb", "tdp_w", "[power]"))
+    )
     p = load_platform(_write(tmp_path, text))
     assert p.memory_capacity is None and p.onchip_memory is None and p.tdp_w is None
 
@@ -143,6 +145,7 @@ def test_platform_is_hashable_and_frozen() -> None:
 
 
 # --- lookup --------------------------------------------------------------------------------------------
+
 
 def test_user_path_loading(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD)
@@ -191,44 +194,59 @@ def test_peak_for_missing_precision_names_what_it_has() -> None:
 BAD_CASES = {
     "unknown top-level key": ('colour = "red"\n' + GOOD, "colour"),
     "unknown key in memory": (
-        GOOD.replace("[memory]\n", '[memory]\nl3_mb = { value = 1, source = "x" }\n'), "memory.l3_mb"),
+        GOOD.replace("[memory]\n", '[memory]\nl3_mb = { value = 1, source = "x" }\n'),
+        "memory.l3_mb",
+    ),
     "unknown key in a figure": (
-        GOOD.replace('tdp_w = { value = 10, source = "made up for a test" }',
-                     'tdp_w = { value = 10, source = "s", unit = "W" }'), "power.tdp_w.unit"),
+        GOOD.replace(
+            'tdp_w = { value = 10, source = "made up for a test" }', 'tdp_w = { value = 10, source = "s", unit = "W" }'
+        ),
+        "power.tdp_w.unit",
+    ),
     "unknown precision": (
         GOOD.replace("[peak_tflops]\n", '[peak_tflops]\nfp12 = { value = 1, source = "x" }\n'),
-        "peak_tflops.fp12"),
+        "peak_tflops.fp12",
+    ),
     "missing source": (
         GOOD.replace('fp32 = { value = 2.0, source = "made up for a test" }', "fp32 = { value = 2.0 }"),
-        "peak_tflops.fp32.source"),
+        "peak_tflops.fp32.source",
+    ),
     "empty source": (
         GOOD.replace('fp32 = { value = 2.0, source = "made up for a test" }', 'fp32 = { value = 2.0, source = " " }'),
-        "peak_tflops.fp32.source"),
+        "peak_tflops.fp32.source",
+    ),
     "negative value": (
         GOOD.replace("dram_bandwidth_gbps = { value = 100.0", "dram_bandwidth_gbps = { value = -3"),
-        "memory.dram_bandwidth_gbps"),
-    "zero value": (
-        GOOD.replace("fp16 = { value = 8.0", "fp16 = { value = 0"), "peak_tflops.fp16"),
-    "boolean value": (
-        GOOD.replace("tdp_w = { value = 10", "tdp_w = { value = true"), "power.tdp_w"),
-    "string value": (
-        GOOD.replace("tdp_w = { value = 10", 'tdp_w = { value = "10"'), "power.tdp_w"),
-    "infinite value": (
-        GOOD.replace("tdp_w = { value = 10", "tdp_w = { value = inf"), "power.tdp_w"),
+        "memory.dram_bandwidth_gbps",
+    ),
+    "zero value": (GOOD.replace("fp16 = { value = 8.0", "fp16 = { value = 0"), "peak_tflops.fp16"),
+    "boolean value": (GOOD.replace("tdp_w = { value = 10", "tdp_w = { value = true"), "power.tdp_w"),
+    "string value": (GOOD.replace("tdp_w = { value = 10", 'tdp_w = { value = "10"'), "power.tdp_w"),
+    "infinite value": (GOOD.replace("tdp_w = { value = 10", "tdp_w = { value = inf"), "power.tdp_w"),
     "bare number figure": (
-        GOOD.replace('tdp_w = { value = 10, source = "made up for a test" }', "tdp_w = 10"), "power.tdp_w"),
+        GOOD.replace('tdp_w = { value = 10, source = "made up for a test" }', "tdp_w = 10"),
+        "power.tdp_w",
+    ),
     "missing launch overhead": (
         GOOD.replace('launch_overhead_us = { value = 5, source = "assumed for a test" }', ""),
-        "runtime.launch_overhead_us"),
+        "runtime.launch_overhead_us",
+    ),
     "missing runtime table": (
         GOOD.replace('[runtime]\nlaunch_overhead_us = { value = 5, source = "assumed for a test" }\n', ""),
-        "runtime.launch_overhead_us"),
+        "runtime.launch_overhead_us",
+    ),
     "missing bandwidth": (
         GOOD.replace('dram_bandwidth_gbps = { value = 100.0, source = "made up for a test" }', ""),
-        "memory.dram_bandwidth_gbps"),
+        "memory.dram_bandwidth_gbps",
+    ),
     "no peaks": (
-        GOOD.replace('fp32 = { value = 2.0, source = "made up for a test" }\n'
-                     'fp16 = { value = 8.0, source = "made up for a test" }\n', ""), "peak_tflops"),
+        GOOD.replace(
+            'fp32 = { value = 2.0, source = "made up for a test" }\n'
+            'fp16 = { value = 8.0, source = "made up for a test" }\n',
+            "",
+        ),
+        "peak_tflops",
+    ),
     "missing title": (GOOD.replace('title = "Toy platform"\n', ""), "title"),
     "bad kind": (GOOD.replace('kind = "gpu"', 'kind = "fpga"'), "kind"),
     "bad fusion profile": (GOOD.replace('fusion_profile = "none"', 'fusion_profile = "xla"'), "fusion_profile"),
@@ -278,10 +296,12 @@ _positive = st.floats(min_value=1e-6, max_value=1e9, allow_nan=False, allow_infi
 
 @settings(max_examples=60, deadline=None)
 @given(peak_tflops=_positive, bw_gbps=_positive)
-def test_ridge_is_peak_over_bandwidth_for_any_values(tmp_path_factory: pytest.TempPathFactory,
-                                                     peak_tflops: float, bw_gbps: float) -> None:
-    text = (GOOD.replace("fp32 = { value = 2.0", f"fp32 = {{ value = {peak_tflops!r}")
-                .replace("dram_bandwidth_gbps = { value = 100.0", f"dram_bandwidth_gbps = {{ value = {bw_gbps!r}"))
+def test_ridge_is_peak_over_bandwidth_for_any_values(
+    tmp_path_factory: pytest.TempPathFactory, peak_tflops: float, bw_gbps: float
+) -> None:
+    text = GOOD.replace("fp32 = { value = 2.0", f"fp32 = {{ value = {peak_tflops!r}").replace(
+        "dram_bandwidth_gbps = { value = 100.0", f"dram_bandwidth_gbps = {{ value = {bw_gbps!r}"
+    )
     path = _write(tmp_path_factory.mktemp("prop"), text)
     p = load_platform(path)
     assert p.ridge("fp32") == pytest.approx(peak_tflops * 1e12 / (bw_gbps * 1e9), rel=1e-12)
@@ -343,28 +363,47 @@ def test_datasheet_platforms_have_no_measured_extras() -> None:
 
 MEASURED_BAD_CASES = {
     "measurement without measured": (MEASURED.replace("measured = true\n", ""), "measurement"),
-    "unknown measurement key": (MEASURED.replace('cpu = "Toy CPU"', 'cpu = "Toy CPU"\ncolour = "red"'),
-                                "measurement.colour"),
+    "unknown measurement key": (
+        MEASURED.replace('cpu = "Toy CPU"', 'cpu = "Toy CPU"\ncolour = "red"'),
+        "measurement.colour",
+    ),
     "measurement value not scalar": (MEASURED.replace("threads = 2", "threads = [2]"), "measurement.threads"),
     "efficiency above one": (MEASURED.replace("conv = { value = 0.5", "conv = { value = 1.5"), "efficiency.conv"),
     "efficiency zero": (MEASURED.replace("conv = { value = 0.5", "conv = { value = 0"), "efficiency.conv"),
-    "unknown efficiency class": (MEASURED.replace("conv = { value = 0.5", "convolution = { value = 0.5"),
-                                 "efficiency.convolution"),
-    "efficiency without source": (MEASURED.replace('conv = { value = 0.5, source = "measured for a test" }',
-                                                   "conv = { value = 0.5 }"), "efficiency.conv.source"),
-    "cache levels not a list": (MEASURED[: MEASURED.index("cache_levels")] + "cache_levels = 3\n"
-                                + MEASURED[MEASURED.index("]\n", MEASURED.index("cache_levels")) + 2:],
-                                "memory.cache_levels"),
+    "unknown efficiency class": (
+        MEASURED.replace("conv = { value = 0.5", "convolution = { value = 0.5"),
+        "efficiency.convolution",
+    ),
+    "efficiency without source": (
+        MEASURED.replace('conv = { value = 0.5, source = "measured for a test" }', "conv = { value = 0.5 }"),
+        "efficiency.conv.source",
+    ),
+    "cache levels not a list": (
+        MEASURED[: MEASURED.index("cache_levels")]
+        + "cache_levels = 3\n"
+        + MEASURED[MEASURED.index("]\n", MEASURED.index("cache_levels")) + 2 :],
+        "memory.cache_levels",
+    ),
     "cache level decreasing": (MEASURED.replace("size_mb = 2,", "size_mb = 0.25,"), "memory.cache_levels[1].size_mb"),
-    "cache level unknown key": (MEASURED.replace("size_mb = 0.5,", "size_mb = 0.5, ways = 8,"),
-                                "memory.cache_levels[0].ways"),
+    "cache level unknown key": (
+        MEASURED.replace("size_mb = 0.5,", "size_mb = 0.5, ways = 8,"),
+        "memory.cache_levels[0].ways",
+    ),
     "cache level missing source": (
-        MEASURED.replace('{ size_mb = 0.5, bandwidth_gbps = 400, source = "measured for a test" }',
-                         "{ size_mb = 0.5, bandwidth_gbps = 400 }"), "memory.cache_levels[0].source"),
-    "cache level negative bandwidth": (MEASURED.replace("bandwidth_gbps = 400", "bandwidth_gbps = -4"),
-                                       "memory.cache_levels[0].bandwidth_gbps"),
-    "run overhead zero": (MEASURED.replace("run_overhead_us = { value = 4", "run_overhead_us = { value = 0"),
-                          "runtime.run_overhead_us"),
+        MEASURED.replace(
+            '{ size_mb = 0.5, bandwidth_gbps = 400, source = "measured for a test" }',
+            "{ size_mb = 0.5, bandwidth_gbps = 400 }",
+        ),
+        "memory.cache_levels[0].source",
+    ),
+    "cache level negative bandwidth": (
+        MEASURED.replace("bandwidth_gbps = 400", "bandwidth_gbps = -4"),
+        "memory.cache_levels[0].bandwidth_gbps",
+    ),
+    "run overhead zero": (
+        MEASURED.replace("run_overhead_us = { value = 4", "run_overhead_us = { value = 0"),
+        "runtime.run_overhead_us",
+    ),
 }
 
 

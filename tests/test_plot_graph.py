@@ -101,14 +101,16 @@ def test_netron_attachment_covers_every_node(cnn) -> None:
     model = onnx.load(CNN, load_external_data=False)
     names = {n.name for n in model.graph.node}
     tensors = {o for n in model.graph.node for o in n.output}
-    by_node = {row["value"]: (row["kind"], row["target"]) for row in document["metadata"]
-               if row["name"] == "onnxroof node"}
+    by_node = {
+        row["value"]: (row["kind"], row["target"]) for row in document["metadata"] if row["name"] == "onnxroof node"
+    }
     assert set(by_node) == {n.id for n in cnn.nodes}
     for node in cnn.nodes:
         kind, target = by_node[node.id]
         assert target in (names if kind == "node" else tensors)
-        metrics = {row["name"]: row["value"] for row in document["metrics"]
-                   if (row["kind"], row["target"]) == (kind, target)}
+        metrics = {
+            row["name"]: row["value"] for row in document["metrics"] if (row["kind"], row["target"]) == (kind, target)
+        }
         assert {"FLOPs", "bytes read", "bytes written", "intensity (FLOP/B)", "predicted time (µs)"} <= set(metrics)
         assert metrics["FLOPs"] == node.flops
     assert {"predicted latency (µs)", "FLOPs"} <= {r["name"] for r in document["metrics"] if r["kind"] == "model"}
@@ -116,8 +118,9 @@ def test_netron_attachment_covers_every_node(cnn) -> None:
 
 def test_netron_targets_unnamed_and_duplicate_nodes_by_output(hostile) -> None:
     document = netron_attachment(hostile)
-    targets = {row["value"]: (row["kind"], row["target"]) for row in document["metadata"]
-               if row["name"] == "onnxroof node"}
+    targets = {
+        row["value"]: (row["kind"], row["target"]) for row in document["metadata"] if row["name"] == "onnxroof node"
+    }
     assert len(targets) == len(hostile.nodes)
     assert targets["7:Sigmoid"][0] == "value"  # no name
     assert targets["5:</title><script>window.__pwned=1</script>"][0] == "value"  # the name is shared
@@ -141,8 +144,15 @@ def test_annotated_onnx_passes_the_checker_and_keeps_weights(tmp_path: Path) -> 
     assert len(annotated.graph.node) == len(analysis.nodes)
     for node, result_node in zip(annotated.graph.node, analysis.nodes, strict=True):
         props = {p.key: p.value for p in node.metadata_props}
-        assert {"onnxroof.flops", "onnxroof.bytes_read", "onnxroof.intensity", "onnxroof.bound",
-                "onnxroof.latency_s", "onnxroof.kernel", "onnxroof.summary"} <= set(props)
+        assert {
+            "onnxroof.flops",
+            "onnxroof.bytes_read",
+            "onnxroof.intensity",
+            "onnxroof.bound",
+            "onnxroof.latency_s",
+            "onnxroof.kernel",
+            "onnxroof.summary",
+        } <= set(props)
         assert float(props["onnxroof.flops"]) == result_node.flops
         if result_node.state == STATE_COSTED:
             assert props["onnxroof.kernel"] == analysis.kernel_of(result_node.id).id
@@ -238,8 +248,10 @@ def test_svg_without_graphviz_is_one_clear_error(monkeypatch, tmp_path: Path) ->
 
 
 def test_graph_cli_formats_and_errors(tmp_path: Path) -> None:
-    for suffix, check in ((".json", lambda t: json.loads(t)["signature"] == "netron:attachment"),
-                          (".dot", lambda t: t.startswith("digraph onnxroof {"))):
+    for suffix, check in (
+        (".json", lambda t: json.loads(t)["signature"] == "netron:attachment"),
+        (".dot", lambda t: t.startswith("digraph onnxroof {")),
+    ):
         out = tmp_path / f"g{suffix}"
         result = invoke("graph", TRANSFORMER, "-d", "batch=1", "-d", "seq=16", "-o", out)
         assert result.exit_code == 0, result.output
@@ -255,7 +267,7 @@ def test_graph_cli_formats_and_errors(tmp_path: Path) -> None:
 def test_every_hostile_string_is_escaped_in_dot(hostile) -> None:
     text = render_dot(hostile)
     for line in text.splitlines()[4:-1]:  # node, cluster and edge statements: every quote is escaped or paired
-        unescaped = line.replace('\\\\', "").replace('\\"', "")
+        unescaped = line.replace("\\\\", "").replace('\\"', "")
         assert unescaped.count('"') % 2 == 0, line
     for text_ in ALL:
         if "\n" not in text_:

@@ -84,8 +84,9 @@ def test_bitwise(op_type):
     assert c.bytes_read == 2 * N * 4
 
 
-@pytest.mark.parametrize(("op_type", "in_dtype"), [("Not", "bool"), ("BitwiseNot", "int32"), ("IsNaN", F32),
-                                                   ("IsInf", F32)])
+@pytest.mark.parametrize(
+    ("op_type", "in_dtype"), [("Not", "bool"), ("BitwiseNot", "int32"), ("IsNaN", F32), ("IsInf", F32)]
+)
 def test_unary_tests_and_logic(op_type, in_dtype):
     out_dtype = "bool" if op_type in ("Not", "IsNaN", "IsInf") else in_dtype
     c = cost_of(make_op(op_type, [(SHAPE, in_dtype)], [(SHAPE, out_dtype)], opset=18))
@@ -184,8 +185,10 @@ def test_fast_gelu_with_and_without_bias():
 
 
 # ---------------------------------------------------------------------------------------- variadic
-@pytest.mark.parametrize(("op_type", "per_element"), [("Sum", lambda n: n - 1), ("Max", lambda n: n - 1),
-                                                      ("Min", lambda n: n - 1), ("Mean", lambda n: n)])
+@pytest.mark.parametrize(
+    ("op_type", "per_element"),
+    [("Sum", lambda n: n - 1), ("Max", lambda n: n - 1), ("Min", lambda n: n - 1), ("Mean", lambda n: n)],
+)
 @pytest.mark.parametrize("n_inputs", [1, 2, 3, 4])
 def test_variadic(op_type, per_element, n_inputs):
     inputs = [(SHAPE, F32)] + [((4,), F32)] * (n_inputs - 1)  # later operands broadcast
@@ -234,8 +237,7 @@ def broadcast_operands(draw):
 
 
 @settings(max_examples=40, deadline=None)
-@given(broadcast_operands(), st.sampled_from(["Add", "Mul", "Sub", "Div", "Pow"]),
-       st.sampled_from([F32, "float16"]))
+@given(broadcast_operands(), st.sampled_from(["Add", "Mul", "Sub", "Div", "Pow"]), st.sampled_from([F32, "float16"]))
 def test_property_binary_broadcast(operands, op_type, dtype):
     (a, b), out = operands
     itemsize = 4 if dtype == F32 else 2

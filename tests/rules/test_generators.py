@@ -26,16 +26,25 @@ def test_constant_costs_nothing_at_inference():
 
 @pytest.mark.parametrize(
     ("op_type", "config"),
-    [("Constant", set()), ("ConstantOfShape", {0}), ("EyeLike", {0}), ("Range", {0, 1, 2}),
-     ("RandomNormal", set()), ("RandomNormalLike", {0}), ("RandomUniformLike", {0})],
+    [
+        ("Constant", set()),
+        ("ConstantOfShape", {0}),
+        ("EyeLike", {0}),
+        ("Range", {0, 1, 2}),
+        ("RandomNormal", set()),
+        ("RandomNormalLike", {0}),
+        ("RandomUniformLike", {0}),
+    ],
 )
 def test_config_inputs_are_declared(op_type, config):
     assert lookup("", op_type).config_inputs == config
 
 
 @settings(max_examples=50, deadline=None)
-@given(shape=st.lists(st.integers(1, 8), max_size=4),
-       dtype=st.sampled_from([("float32", 4), ("float16", 2), ("int64", 8), ("bool", 1)]))
+@given(
+    shape=st.lists(st.integers(1, 8), max_size=4),
+    dtype=st.sampled_from([("float32", 4), ("float16", 2), ("int64", 8), ("bool", 1)]),
+)
 def test_constant_of_shape_writes_only_its_output(shape, dtype):
     name, size = dtype
     cost = cost_of(make_op("ConstantOfShape", [([len(shape)], "int64")], [(shape, name)]))

@@ -65,18 +65,29 @@ def test_gather_nd_reads_the_gathered_slices():
 )
 def test_scatter_elements_copies_data_and_writes_updates(op_type, opset, attrs, flops_per_update):
     n, m, k = 8, 100, 4
-    op = make_op(op_type, [([n, m], "float32"), ([n, k], "int64"), ([n, k], "float32")], [([n, m], "float32")],
-                 opset=opset, axis=1, **attrs)
-    assert cost_of(op) == Cost(flops=flops_per_update * n * k, bytes_read=n * m * F32 + n * k * I64 + n * k * F32,
-                               bytes_written=n * m * F32)
+    op = make_op(
+        op_type,
+        [([n, m], "float32"), ([n, k], "int64"), ([n, k], "float32")],
+        [([n, m], "float32")],
+        opset=opset,
+        axis=1,
+        **attrs,
+    )
+    assert cost_of(op) == Cost(
+        flops=flops_per_update * n * k, bytes_read=n * m * F32 + n * k * I64 + n * k * F32, bytes_written=n * m * F32
+    )
 
 
 def test_scatter_nd_add_is_one_flop_per_update_element():
     # KV-cache style update: write S rows of D into a [V, D] buffer.
-    op = make_op("ScatterND", [([V, D], "float16"), ([S, 1], "int64"), ([S, D], "float16")],
-                 [([V, D], "float16")], opset=18, reduction="add")
-    assert cost_of(op) == Cost(flops=S * D, bytes_read=V * D * F16 + S * I64 + S * D * F16,
-                               bytes_written=V * D * F16)
+    op = make_op(
+        "ScatterND",
+        [([V, D], "float16"), ([S, 1], "int64"), ([S, D], "float16")],
+        [([V, D], "float16")],
+        opset=18,
+        reduction="add",
+    )
+    assert cost_of(op) == Cost(flops=S * D, bytes_read=V * D * F16 + S * I64 + S * D * F16, bytes_written=V * D * F16)
 
 
 def test_compress_reads_input_and_condition():
@@ -102,15 +113,13 @@ def test_nonzero_with_a_data_dependent_output_is_not_guessed():
 
 def test_one_hot_reads_indices_and_writes_the_output():
     depth = 1000
-    op = make_op("OneHot", [([B, S], "int64"), ([], "int64", W), ([2], "float32", W)],
-                 [([B, S, depth], "float32")])
+    op = make_op("OneHot", [([B, S], "int64"), ([], "int64", W), ([2], "float32", W)], [([B, S, depth], "float32")])
     assert cost_of(op) == Cost(bytes_read=B * S * I64, bytes_written=B * S * depth * F32)  # params 0
 
 
 def test_unique_sorts_and_counts_only_static_outputs():
     n = 1024
-    op = make_op("Unique", [([n], "int64")], [([None], "int64"), ([None], "int64"), ([n], "int64"),
-                                               ([None], "int64")])
+    op = make_op("Unique", [([n], "int64")], [([None], "int64"), ([None], "int64"), ([n], "int64"), ([None], "int64")])
     assert lookup("", "Unique").status == STATUS_APPROXIMATE
     # Y, indices and counts are data-dependent: only inverse_indices ([n] int64) is counted.
     assert cost_of(op) == Cost(flops=n * math.log2(n), bytes_read=n * I64, bytes_written=n * I64)
@@ -124,12 +133,20 @@ def test_unique_along_an_axis_sorts_slices():
 
 def test_non_max_suppression_upper_bound():
     batch, boxes, classes = 2, 1000, 80
-    op = make_op("NonMaxSuppression",
-                 [([batch, boxes, 4], "float32"), ([batch, classes, boxes], "float32"),
-                  ([1], "int64", W), ([1], "float32", W), ([1], "float32", W)],
-                 [([None, 3], "int64")])
+    op = make_op(
+        "NonMaxSuppression",
+        [
+            ([batch, boxes, 4], "float32"),
+            ([batch, classes, boxes], "float32"),
+            ([1], "int64", W),
+            ([1], "float32", W),
+            ([1], "float32", W),
+        ],
+        [([None, 3], "int64")],
+    )
     flops = batch * boxes * BOX_AREA_FLOPS + batch * classes * (
-        boxes * math.log2(boxes) + IOU_FLOPS * boxes * (boxes - 1) / 2)
+        boxes * math.log2(boxes) + IOU_FLOPS * boxes * (boxes - 1) / 2
+    )
     cost = cost_of(op)
     assert cost == Cost(flops=flops, bytes_read=batch * boxes * 4 * F32 + batch * classes * boxes * F32)
     assert lookup("", "NonMaxSuppression").status == STATUS_APPROXIMATE
@@ -142,8 +159,14 @@ def test_non_max_suppression_static_output_is_written():
 
 @pytest.mark.parametrize(
     ("op_type", "config"),
-    [("Gather", set()), ("GatherND", set()), ("ScatterND", set()), ("Compress", set()), ("OneHot", {1, 2}),
-     ("NonMaxSuppression", {2, 3, 4})],
+    [
+        ("Gather", set()),
+        ("GatherND", set()),
+        ("ScatterND", set()),
+        ("Compress", set()),
+        ("OneHot", {1, 2}),
+        ("NonMaxSuppression", {2, 3, 4}),
+    ],
 )
 def test_config_inputs_are_declared(op_type, config):
     assert lookup("", op_type).config_inputs == config

@@ -23,6 +23,7 @@ dtypes = st.sampled_from([("float32", 4), ("float16", 2), ("int8", 1), ("int64",
 
 # --- views and metadata -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "op",
     [
@@ -31,8 +32,11 @@ dtypes = st.sampled_from([("float32", 4), ("float16", 2), ("int8", 1), ("int64",
         make_op("Squeeze", [([B, 1, D], "float32"), ([1], "int64", W)], [([B, D], "float32")]),
         make_op("Unsqueeze", [([B, D], "float32"), ([1], "int64", W)], [([B, 1, D], "float32")]),
         make_op("Identity", [([B, D], "float16")], [([B, D], "float16")]),
-        make_op("Dropout", [([B, D], "float32"), ([], "float32", W), ([], "bool", W)],
-                [([B, D], "float32"), ([B, D], "bool")]),
+        make_op(
+            "Dropout",
+            [([B, D], "float32"), ([], "float32", W), ([], "bool", W)],
+            [([B, D], "float32"), ([B, D], "bool")],
+        ),
         make_op("Shape", [([B, S, D], "float32", W)], [([3], "int64")]),
         make_op("Size", [([B, S, D], "float32")], [([], "int64")]),
     ],
@@ -56,16 +60,32 @@ def test_views_need_no_shapes():
 
 @pytest.mark.parametrize(
     ("op_type", "config"),
-    [("Reshape", {1}), ("Squeeze", {1}), ("Unsqueeze", {1}), ("Dropout", {1, 2}), ("Shape", {0}),
-     ("Expand", {1}), ("Tile", {1}), ("Split", {1}), ("Trilu", {1}), ("Slice", {1, 2, 3, 4}),
-     ("Pad", {1, 2, 3}), ("CenterCropPad", {1}), ("Resize", {1, 2, 3}), ("Upsample", {1}),
-     ("Concat", set()), ("Transpose", set()), ("ReverseSequence", set())],
+    [
+        ("Reshape", {1}),
+        ("Squeeze", {1}),
+        ("Unsqueeze", {1}),
+        ("Dropout", {1, 2}),
+        ("Shape", {0}),
+        ("Expand", {1}),
+        ("Tile", {1}),
+        ("Split", {1}),
+        ("Trilu", {1}),
+        ("Slice", {1, 2, 3, 4}),
+        ("Pad", {1, 2, 3}),
+        ("CenterCropPad", {1}),
+        ("Resize", {1, 2, 3}),
+        ("Upsample", {1}),
+        ("Concat", set()),
+        ("Transpose", set()),
+        ("ReverseSequence", set()),
+    ],
 )
 def test_config_inputs_are_declared(op_type, config):
     assert lookup("", op_type).config_inputs == config
 
 
 # --- layout copies ------------------------------------------------------------------------------
+
 
 @settings(max_examples=50, deadline=None)
 @given(shape=shapes, dtype=dtypes, data=st.data())
@@ -83,8 +103,8 @@ def test_transpose_reads_and_writes_the_tensor_once(shape, dtype, data):
 def test_concat_reads_all_inputs_and_writes_their_sum(base, sizes, dtype, data):
     name, size = dtype
     axis = data.draw(st.integers(0, len(base) - 1))
-    ins = [[*base[:axis], k, *base[axis + 1:]] for k in sizes]
-    out = [*base[:axis], sum(sizes), *base[axis + 1:]]
+    ins = [[*base[:axis], k, *base[axis + 1 :]] for k in sizes]
+    out = [*base[:axis], sum(sizes), *base[axis + 1 :]]
     cost = cost_of(make_op("Concat", [(s, name) for s in ins], [(out, name)], axis=axis))
     total = sum(math.prod(s) for s in ins) * size
     assert cost.bytes_read == cost.bytes_written == total
@@ -92,16 +112,21 @@ def test_concat_reads_all_inputs_and_writes_their_sum(base, sizes, dtype, data):
 
 
 def test_concat_of_a_weight_counts_its_bytes_and_params():
-    cost = cost_of(make_op("Concat", [([1, 1, D], "float32", W), ([B, S, D], "float32")],
-                           [([B, S + 1, D], "float32")], axis=1))
+    cost = cost_of(
+        make_op("Concat", [([1, 1, D], "float32", W), ([B, S, D], "float32")], [([B, S + 1, D], "float32")], axis=1)
+    )
     assert cost.bytes_read == (D + B * S * D) * F32
     assert cost.bytes_written == B * (S + 1) * D * F32
     assert cost.params == D
 
 
 def test_split_reads_the_input_and_writes_every_output():
-    op = make_op("Split", [([B, S, D], "float16"), ([3], "int64", W)],
-                 [([B, S, 16], "float16"), ([B, S, 16], "float16"), ([B, S, 32], "float16")], axis=2)
+    op = make_op(
+        "Split",
+        [([B, S, D], "float16"), ([3], "int64", W)],
+        [([B, S, 16], "float16"), ([B, S, 16], "float16"), ([B, S, 32], "float16")],
+        axis=2,
+    )
     cost = cost_of(op)
     assert cost == Cost(bytes_read=B * S * D * F16, bytes_written=B * S * (16 + 16 + 32) * F16)
 
@@ -121,8 +146,12 @@ def test_slice_with_an_unknown_output_shape_is_not_guessed():
 
 
 def test_pad_reads_the_input_once_and_writes_the_padded_output():
-    op = make_op("Pad", [([N, C, H, WD], "float32"), ([8], "int64", W), ([], "float32", W)],
-                 [([N, C, H + 2, WD + 2], "float32")], mode="reflect")
+    op = make_op(
+        "Pad",
+        [([N, C, H, WD], "float32"), ([8], "int64", W), ([], "float32", W)],
+        [([N, C, H + 2, WD + 2], "float32")],
+        mode="reflect",
+    )
     assert cost_of(op) == Cost(bytes_read=N * C * H * WD * F32, bytes_written=N * C * (H + 2) * (WD + 2) * F32)
 
 
@@ -134,8 +163,13 @@ def test_pad_with_negative_pads_reads_only_what_it_keeps():
 
 
 def test_center_crop_pad_reads_the_kept_region():
-    op = make_op("CenterCropPad", [([H, WD, C], "uint8"), ([2], "int64", W)], [([H // 2, 2 * WD, C], "uint8")],
-                 opset=18, axes=[0, 1])
+    op = make_op(
+        "CenterCropPad",
+        [([H, WD, C], "uint8"), ([2], "int64", W)],
+        [([H // 2, 2 * WD, C], "uint8")],
+        opset=18,
+        axes=[0, 1],
+    )
     assert cost_of(op) == Cost(bytes_read=(H // 2) * WD * C, bytes_written=(H // 2) * 2 * WD * C)
 
 
@@ -176,13 +210,26 @@ def test_reverse_sequence_reads_input_and_lengths():
 
 
 def test_layout_kinds_have_zero_flops():
-    layout = ("Transpose", "Concat", "Split", "Slice", "Pad", "Expand", "Tile", "DepthToSpace", "SpaceToDepth",
-              "Trilu", "ReverseSequence", "CenterCropPad")
+    layout = (
+        "Transpose",
+        "Concat",
+        "Split",
+        "Slice",
+        "Pad",
+        "Expand",
+        "Tile",
+        "DepthToSpace",
+        "SpaceToDepth",
+        "Trilu",
+        "ReverseSequence",
+        "CenterCropPad",
+    )
     for op_type in layout:
         assert lookup("", op_type).kind == KIND_LAYOUT
 
 
 # --- Resize / Upsample --------------------------------------------------------------------------
+
 
 def _resize(out, inp=(N, C, H, WD), opset=17, **attrs):
     config = [([0], "float32"), ([4], "float32", W)]  # roi (empty), scales: config inputs
@@ -216,10 +263,12 @@ def test_resize_cubic_blends_four_taps_per_axis():
 
 def test_resize_trilinear_volume():
     inp, out = (N, C, 4, H, WD), (N, C, 8, 2 * H, 2 * WD)
-    op = make_op("Resize", [(list(inp), "float16"), None, None, ([5], "int64", W)], [(list(out), "float16")],
-                 mode="linear")
-    assert cost_of(op) == Cost(flops=math.prod(out) * (2 * 2**3 - 1), bytes_read=math.prod(inp) * F16,
-                               bytes_written=math.prod(out) * F16)
+    op = make_op(
+        "Resize", [(list(inp), "float16"), None, None, ([5], "int64", W)], [(list(out), "float16")], mode="linear"
+    )
+    assert cost_of(op) == Cost(
+        flops=math.prod(out) * (2 * 2**3 - 1), bytes_read=math.prod(inp) * F16, bytes_written=math.prod(out) * F16
+    )
 
 
 def test_resize_with_nothing_resized_is_a_copy():
@@ -239,28 +288,36 @@ def test_resize_antialiased_downscale_widens_the_filter():
 
 
 @settings(max_examples=50, deadline=None)
-@given(inp=st.lists(st.integers(1, 8), min_size=1, max_size=5), data=st.data(),
-       mode=st.sampled_from(["nearest", "linear", "cubic"]))
+@given(
+    inp=st.lists(st.integers(1, 8), min_size=1, max_size=5),
+    data=st.data(),
+    mode=st.sampled_from(["nearest", "linear", "cubic"]),
+)
 def test_resize_flops_follow_the_tap_formula(inp, data, mode):
     out = [data.draw(st.integers(1, 16)) for _ in inp]
     d = sum(i != o for i, o in zip(inp, out, strict=True))
     taps = {"nearest": 0, "linear": 2**d, "cubic": 4**d}[mode]
     per_output = 2 * taps - 1 if taps and d else 0
-    cost = cost_of(make_op("Resize", [(inp, "float32"), None, None, ([len(inp)], "int64", W)], [(out, "float32")],
-                           mode=mode))
-    assert cost == Cost(flops=math.prod(out) * per_output, bytes_read=math.prod(inp) * F32,
-                        bytes_written=math.prod(out) * F32)
+    cost = cost_of(
+        make_op("Resize", [(inp, "float32"), None, None, ([len(inp)], "int64", W)], [(out, "float32")], mode=mode)
+    )
+    assert cost == Cost(
+        flops=math.prod(out) * per_output, bytes_read=math.prod(inp) * F32, bytes_written=math.prod(out) * F32
+    )
 
 
 def test_upsample_linear_matches_resize():
     out = (N, C, 2 * H, 2 * WD)
-    op = make_op("Upsample", [([N, C, H, WD], "float32"), ([4], "float32", W)], [(list(out), "float32")],
-                 opset=9, mode="linear")
-    assert cost_of(op) == Cost(flops=math.prod(out) * 7, bytes_read=N * C * H * WD * F32,
-                               bytes_written=math.prod(out) * F32)
+    op = make_op(
+        "Upsample", [([N, C, H, WD], "float32"), ([4], "float32", W)], [(list(out), "float32")], opset=9, mode="linear"
+    )
+    assert cost_of(op) == Cost(
+        flops=math.prod(out) * 7, bytes_read=N * C * H * WD * F32, bytes_written=math.prod(out) * F32
+    )
 
 
 # --- documentation ------------------------------------------------------------------------------
+
 
 def test_every_movement_rule_documents_formula_and_bytes():
     entries = [e for e in all_rules() if e.fn.__module__ == "onnxroof.rules.movement"]

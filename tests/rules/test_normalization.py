@@ -36,8 +36,7 @@ def test_batchnorm_training_mode_opset15():
     x = (b, c_, h, w)
     n = b * c_ * h * w
     vec = ((c_,), F32)
-    op = make_op("BatchNormalization", [(x, F32), vec, vec, vec, vec], [(x, F32), vec, vec],
-                 opset=15, training_mode=1)
+    op = make_op("BatchNormalization", [(x, F32), vec, vec, vec, vec], [(x, F32), vec, vec], opset=15, training_mode=1)
     c = cost_of(op)
     assert c.flops == (4 + 3) * n + (2 + 8) * c_
     assert c.bytes_written == (n + 2 * c_) * 4
@@ -48,8 +47,9 @@ def test_batchnorm_pre14_training_inferred_from_outputs():
     n, c_ = math.prod(x), 3
     vec = ((c_,), F32)
     inference = cost_of(make_op("BatchNormalization", [(x, F32), vec, vec, vec, vec], [(x, F32)], opset=9))
-    training = cost_of(make_op("BatchNormalization", [(x, F32), vec, vec, vec, vec],
-                               [(x, F32), vec, vec, vec, vec], opset=9))
+    training = cost_of(
+        make_op("BatchNormalization", [(x, F32), vec, vec, vec, vec], [(x, F32), vec, vec, vec, vec], opset=9)
+    )
     assert inference.flops == 4 * n + 2 * c_
     assert training.flops == 7 * n + 10 * c_
     assert training.bytes_written == (n + 4 * c_) * 4
@@ -90,8 +90,9 @@ def test_rmsnorm_opset23():
 def test_simplified_layernorm_both_domains(domain):
     shape = (2, 5, 16)
     n, rows = math.prod(shape), 10
-    c = cost_of(make_op("SimplifiedLayerNormalization", [(shape, F32), ((16,), F32, W)], [(shape, F32)],
-                        opset=1, domain=domain))
+    c = cost_of(
+        make_op("SimplifiedLayerNormalization", [(shape, F32), ((16,), F32, W)], [(shape, F32)], opset=1, domain=domain)
+    )
     assert c.flops == 4 * n + 4 * rows
 
 
@@ -222,8 +223,9 @@ def test_property_layernorm_bias_costs_one_add_per_element(shape, data):
     n = math.prod(shape)
     rows = n // math.prod(norm)
     without = cost_of(make_op("LayerNormalization", [(shape, F32), (norm, F32, W)], [(shape, F32)], axis=axis))
-    with_b = cost_of(make_op("LayerNormalization", [(shape, F32), (norm, F32, W), (norm, F32, W)],
-                             [(shape, F32)], axis=axis))
+    with_b = cost_of(
+        make_op("LayerNormalization", [(shape, F32), (norm, F32, W), (norm, F32, W)], [(shape, F32)], axis=axis)
+    )
     assert with_b.flops - without.flops == n
     assert without.flops == 6 * n + 5 * rows
     assert without.bytes_written == n * 4

@@ -25,8 +25,9 @@ def test_maxpool_2d():
     b, c_, h, w, k, s = 2, 8, 32, 32, 3, 2
     oh, ow = pooled(h, k, s, 1), pooled(w, k, s, 1)
     out = (b, c_, oh, ow)
-    c = cost_of(make_op("MaxPool", [((b, c_, h, w), F32)], [(out, F32)],
-                        kernel_shape=[k, k], strides=[s, s], pads=[1, 1, 1, 1]))
+    c = cost_of(
+        make_op("MaxPool", [((b, c_, h, w), F32)], [(out, F32)], kernel_shape=[k, k], strides=[s, s], pads=[1, 1, 1, 1])
+    )
     n_out = b * c_ * oh * ow
     assert c.flops == n_out * k * k
     assert c.macs == 0
@@ -47,8 +48,16 @@ def test_averagepool_count_include_pad_does_not_change_count(count_include_pad):
     x = (1, 16, 14, 14)
     out = (1, 16, pooled(14, 3, 1, 1), pooled(14, 3, 1, 1))
     n_out = math.prod(out)
-    c = cost_of(make_op("AveragePool", [(x, F32)], [(out, F32)], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-                        count_include_pad=count_include_pad))
+    c = cost_of(
+        make_op(
+            "AveragePool",
+            [(x, F32)],
+            [(out, F32)],
+            kernel_shape=[3, 3],
+            pads=[1, 1, 1, 1],
+            count_include_pad=count_include_pad,
+        )
+    )
     assert c.flops == n_out * 3 * 3 + n_out  # adds per window position, one divide per output
     assert c.bytes_read == math.prod(x) * 4
 
@@ -57,8 +66,9 @@ def test_pool_1d_and_3d():
     c1 = cost_of(make_op("MaxPool", [((2, 3, 20), F32)], [((2, 3, 16), F32)], kernel_shape=[5]))
     assert c1.flops == 2 * 3 * 16 * 5
     out3 = (1, 2, 3, 3, 3)
-    c3 = cost_of(make_op("AveragePool", [((1, 2, 6, 6, 6), F32)], [(out3, F32)], kernel_shape=[2, 2, 2],
-                         strides=[2, 2, 2]))
+    c3 = cost_of(
+        make_op("AveragePool", [((1, 2, 6, 6, 6), F32)], [(out3, F32)], kernel_shape=[2, 2, 2], strides=[2, 2, 2])
+    )
     assert c3.flops == math.prod(out3) * 2 * 2 * 2 + math.prod(out3)
 
 
@@ -67,8 +77,7 @@ def test_lppool(opset, p, per_visit):
     # p = 2: x·x + add; otherwise |x|, pow, add. One root per output.
     x, out = (1, 4, 9, 9), (1, 4, 3, 3)
     n_out = math.prod(out)
-    c = cost_of(make_op("LpPool", [(x, F32)], [(out, F32)], opset=opset, kernel_shape=[3, 3], strides=[3, 3],
-                        p=p))
+    c = cost_of(make_op("LpPool", [(x, F32)], [(out, F32)], opset=opset, kernel_shape=[3, 3], strides=[3, 3], p=p))
     assert c.flops == n_out * 3 * 3 * per_visit + n_out
 
 
@@ -119,7 +128,12 @@ MODULE = "onnxroof.rules.pooling"
 def test_every_rule_documented():
     entries = [e for e in all_rules() if e.fn.__module__ == MODULE]
     assert {e.op_type for e in entries} == {
-        "MaxPool", "AveragePool", "LpPool", "GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool",
+        "MaxPool",
+        "AveragePool",
+        "LpPool",
+        "GlobalMaxPool",
+        "GlobalAveragePool",
+        "GlobalLpPool",
     }
     for e in entries:
         assert "Formula:" in e.doc, e.op_type

@@ -121,12 +121,13 @@ def test_unknown_shape_propagates():
 )
 def test_property_reductions(shape, op_type, keepdims, data):
     axes = data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))
-    out = [1 if i in axes else d for i, d in enumerate(shape)] if keepdims else [
-        d for i, d in enumerate(shape) if i not in axes
-    ]
+    out = (
+        [1 if i in axes else d for i, d in enumerate(shape)]
+        if keepdims
+        else [d for i, d in enumerate(shape) if i not in axes]
+    )
     per_in, per_out, since = REDUCE[op_type]
-    op = make_op(op_type, [(shape, F32), ((len(axes),), I64)], [(out, F32)], opset=since,
-                 keepdims=int(keepdims))
+    op = make_op(op_type, [(shape, F32), ((len(axes),), I64)], [(out, F32)], opset=since, keepdims=int(keepdims))
     c = cost_of(op)
     n, n_out = math.prod(shape), math.prod(out)
     assert c.bytes_written <= c.bytes_read  # a reduction never writes more than it reads
