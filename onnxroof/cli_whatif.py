@@ -83,6 +83,22 @@ def _deliver(
         _emit(lambda console: render.table(result, console), output)
 
 
+def _study(
+    run: Callable[[], Any],
+    render: Renderers,
+    output_format: TableFormat | None,
+    output: Path | None,
+    chart: Path | None,
+    title: str | None,
+    debug: bool,
+) -> None:
+    """One what-if study: check the targets are writable, ``run`` it, then deliver the chosen format."""
+    with _errors(debug):
+        chosen = _chosen(output_format, output)
+        _check_targets(output, chart)
+        _deliver(run(), render, chosen, output, chart, title)
+
+
 def _check_targets(output: Path | None, chart: Path | None) -> None:
     """Fail before any work on an output or chart path that cannot be written, or a chart suffix not drawable."""
     from onnxroof.report.plot import plot_format
@@ -143,12 +159,10 @@ def sweep(
     from onnxroof.sweep import sweep as run_sweep
     from onnxroof.whatif import whatif_options
 
-    with _errors(debug):
-        chosen = _chosen(output_format, output)
-        _check_targets(output, chart)
+    def run() -> Any:
         fixed, swept, values = parse_sweep_dims(dim or [])
         precisions = parse_precisions(precision)
-        result = run_sweep(
+        return run_sweep(
             model,
             platform,
             fixed,
@@ -159,14 +173,9 @@ def sweep(
             fusion=fusion,
             **whatif_options(density, density_file, compress_mem, skip_compute),
         )
-        _deliver(
-            result,
-            Renderers(render_sweep_chart, render_sweep_json, render_sweep_csv, render_sweep_table),
-            chosen,
-            output,
-            chart,
-            title,
-        )
+
+    renderers = Renderers(render_sweep_chart, render_sweep_json, render_sweep_csv, render_sweep_table)
+    _study(run, renderers, output_format, output, chart, title, debug)
 
 
 @app.command()
@@ -211,12 +220,10 @@ def compare(
     )
     from onnxroof.whatif import whatif_options
 
-    with _errors(debug):
-        chosen = _chosen(output_format, output)
-        _check_targets(output, chart)
+    def run() -> Any:
         if not platform:
             raise OnnxroofError("give the platforms to compare: --platform NAME, repeated (e.g. -p xavier -p h100)")
-        result = run_compare(
+        return run_compare(
             model,
             platform,
             parse_dim_bindings(dim or []),
@@ -224,11 +231,6 @@ def compare(
             fusion=fusion,
             **whatif_options(density, density_file, compress_mem, skip_compute),
         )
-        _deliver(
-            result,
-            Renderers(render_compare_chart, render_compare_json, render_compare_csv, render_compare_table),
-            chosen,
-            output,
-            chart,
-            title,
-        )
+
+    renderers = Renderers(render_compare_chart, render_compare_json, render_compare_csv, render_compare_table)
+    _study(run, renderers, output_format, output, chart, title, debug)

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from onnxroof.errors import OnnxroofError
-from onnxroof.profile_result import PROFILE_KIND, PROFILE_SCHEMA, achieved_flops, measured_ratio
+from onnxroof.profile_result import PROFILE_KIND, PROFILE_SCHEMA, MeasuredPoint
 
 _HOW = "make one with `onnxroof profile MODEL --format json -o PROF.json`"
 
 
 @dataclass(frozen=True, slots=True)
-class MeasuredKernel:
+class MeasuredKernel(MeasuredPoint):
     """One kernel's measured time beside this report's prediction."""
 
     id: str
@@ -49,14 +49,6 @@ class MeasuredKernel:
     measured_with: tuple[str, ...]  # the other kernels of its profile row (measured as one)
     ort_nodes: tuple[str, ...]  # the onnxruntime nodes that ran the row
     ort_op_types: tuple[str, ...]
-
-    @property
-    def ratio(self) -> float:
-        return measured_ratio(self.measured_s, self.predicted_s)
-
-    @property
-    def achieved_flops(self) -> float:
-        return achieved_flops(self.flops, self.measured_s)
 
     def to_dict(self) -> dict[str, Any]:
         return {

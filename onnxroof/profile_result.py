@@ -22,18 +22,29 @@ PROFILE_SCHEMA = 1
 """The profile document's schema: fields are only added within it."""
 
 
-def measured_ratio(measured_s: float, predicted_s: float) -> float:
-    """measured ÷ predicted (above 1: slower than predicted; infinite when nothing is predicted)."""
-    return measured_s / predicted_s if predicted_s > 0 else math.inf
+class MeasuredPoint:
+    """A predicted kernel (or group of kernels) with its measured time: the ratio and the achieved point.
 
+    Mixed into frozen dataclasses that declare ``flops``, ``predicted_s`` and ``measured_s`` (seconds per run).
+    """
 
-def achieved_flops(flops: float, measured_s: float) -> float:
-    """FLOPs ÷ measured seconds: the measured point on the roofline (0 when nothing was measured)."""
-    return flops / measured_s if measured_s > 0 else 0.0
+    flops: float
+    predicted_s: float
+    measured_s: float
+
+    @property
+    def ratio(self) -> float:
+        """measured ÷ predicted (above 1: slower than predicted; infinite when nothing is predicted)."""
+        return self.measured_s / self.predicted_s if self.predicted_s > 0 else math.inf
+
+    @property
+    def achieved_flops(self) -> float:
+        """FLOPs ÷ measured seconds: the measured point on the roofline (0 when nothing was measured)."""
+        return self.flops / self.measured_s if self.measured_s > 0 else 0.0
 
 
 @dataclass(frozen=True)
-class Row:
+class Row(MeasuredPoint):
     """Kernels and onnxruntime nodes that run the same original nodes: one predicted vs measured comparison."""
 
     kernels: tuple[str, ...]
@@ -52,15 +63,6 @@ class Row:
     efficiency: float
     measured_s: float
     explanation: str = ""
-
-    @property
-    def ratio(self) -> float:
-        """measured ÷ predicted (above 1: slower than predicted)."""
-        return measured_ratio(self.measured_s, self.predicted_s)
-
-    @property
-    def achieved_flops(self) -> float:
-        return achieved_flops(self.flops, self.measured_s)
 
     @property
     def achieved_bandwidth(self) -> float:

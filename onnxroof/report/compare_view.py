@@ -7,8 +7,6 @@ values span more than a factor of 100.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from pathlib import Path
@@ -21,6 +19,7 @@ from rich.text import Text
 
 from onnxroof.compare import CompareRow, Comparison
 from onnxroof.report.console import short_ops
+from onnxroof.report.data import csv_text
 from onnxroof.report.plot import figure_bytes, plain_text
 from onnxroof.report.units import joules, percent, seconds, si
 
@@ -112,17 +111,16 @@ def render_compare_json(comparison: Comparison) -> str:
 
 def render_compare_csv(comparison: Comparison) -> str:
     """One row per platform; the top kernel flattened into ``top_kernel_*`` columns (op types joined by +)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for row in comparison.rows:
-        data = row_dict(row)
-        top = data.pop("top_kernel") or {}
-        data["top_kernel_id"] = top.get("id", "")
-        data["top_kernel_op_types"] = "+".join(top.get("op_types", []))
-        data["top_kernel_share"] = top.get("share", "")
-        writer.writerow({k: "" if v is None else v for k, v in data.items()})
-    return buffer.getvalue()
+    return csv_text(CSV_FIELDS, (_csv_row(row) for row in comparison.rows))
+
+
+def _csv_row(row: CompareRow) -> dict[str, Any]:
+    data = row_dict(row)
+    top = data.pop("top_kernel") or {}
+    data["top_kernel_id"] = top.get("id", "")
+    data["top_kernel_op_types"] = "+".join(top.get("op_types", []))
+    data["top_kernel_share"] = top.get("share", "")
+    return data
 
 
 def render_compare_table(comparison: Comparison, console: Console) -> None:

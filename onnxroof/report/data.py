@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from onnxroof.analysis import Analysis, NodeResult
@@ -204,14 +205,22 @@ def dumps_document(document: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
+def csv_text(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """CSV with a header of ``fields`` and one line per row (``None`` written empty, ``\\n`` line ends)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
 def render_csv(analysis: Analysis) -> str:
     """One row per node, the JSON node fields as columns (shapes as JSON text)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=NODE_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for node in analysis.nodes:
-        row = _node(node)
-        row["input_shapes"] = json.dumps(row["input_shapes"])
-        row["output_shapes"] = json.dumps(row["output_shapes"])
-        writer.writerow(row)
-    return buffer.getvalue()
+    return csv_text(NODE_FIELDS, (_csv_node(node) for node in analysis.nodes))
+
+
+def _csv_node(node: NodeResult) -> dict[str, Any]:
+    row = _node(node)
+    row["input_shapes"] = json.dumps(row["input_shapes"])
+    row["output_shapes"] = json.dumps(row["output_shapes"])
+    return row

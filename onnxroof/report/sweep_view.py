@@ -7,8 +7,6 @@ bytes) and its memory-bound share in the bottom one; a vertical marker where it 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from collections.abc import Callable
@@ -20,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from onnxroof.report.data import csv_text
 from onnxroof.report.plot import decades, figure_bytes, plain_text
 from onnxroof.report.units import joules, percent, seconds, si
 from onnxroof.sweep import AXIS_DIM, Sweep, SweepPoint
@@ -75,12 +74,7 @@ def render_sweep_json(sweep: Sweep) -> str:
 
 def render_sweep_csv(sweep: Sweep) -> str:
     """One row per swept value, the point fields as columns (empty where unknown)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=POINT_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for point in sweep.points:
-        writer.writerow({k: "" if v is None else v for k, v in _point(point).items()})
-    return buffer.getvalue()
+    return csv_text(POINT_FIELDS, (_point(point) for point in sweep.points))
 
 
 def _label(sweep: Sweep, value: int | str) -> str:
