@@ -94,30 +94,46 @@ def short_ops(op_types) -> str:
     return "+".join(_SHORT_OPS.get(op, op) for op in op_types)
 
 
-_TOP_COLUMNS = (  # name, justify, width
-    ("ops", "left", 16),
-    ("output", "left", 14),
-    ("FLOPs", "right", 7),
-    ("bytes", "right", 8),
-    ("FLOP/B", "right", 6),
-    ("bound", "left", 7),
-    ("time", "right", 8),
-    ("share", "right", 6),
+_TOP_COLUMNS = (  # name, justify, width, keep priority (lower: dropped last when the terminal is narrow)
+    ("ops", "left", 16, 0),
+    ("output", "left", 14, 8),
+    ("FLOPs", "right", 7, 3),
+    ("bytes", "right", 8, 2),
+    ("FLOP/B", "right", 6, 5),
+    ("bound", "left", 7, 1),
+    ("PE util", "right", 7, 6),
+    ("time", "right", 8, 0),
+    ("share", "right", 6, 7),
 )
+_MIN_NAME_WIDTH = 10
+
+
+def _table_width(widths: list[int]) -> int:
+    """Rich's width for a SIMPLE_HEAD table of columns this wide: one cell of padding each side of every
+    column plus a blank divider between columns and at both edges (3n + 1)."""
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def top_columns(width: int, with_array: bool) -> tuple[tuple[str, str, int], ...]:
+    """The top-kernel columns that fit ``width`` beside a kernel name of at least 10 characters: the least
+    needed go first (output shape, share, PE util, FLOP/B...); ops and time always stay."""
+    columns = [c for c in _TOP_COLUMNS if with_array or c[0] != "PE util"]
+    for column in sorted(columns, key=lambda c: -c[3]):
+        if _table_width([_MIN_NAME_WIDTH, *(c[2] for c in columns)]) <= width or column[3] == 0:
+            break
+        columns.remove(column)
+    return tuple((name, justify, column_width) for name, justify, column_width, _ in columns)
 
 
 def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
-    """The kernels with the largest predicted time (named by their anchor node); the name column takes what
-    the terminal width leaves."""
+    """The kernels with the largest predicted time (named by their anchor node); the columns that fit the
+    terminal (:func:`top_columns`), the name column takes what they leave."""
     total = analysis.totals.latency_s or 1.0
     kernels = analysis.top_kernels(count)
     node_of = {n.id: n for n in analysis.nodes}
-    columns = _TOP_COLUMNS if width >= 100 else tuple(c for c in _TOP_COLUMNS if c[0] not in ("output", "share"))
-    if analysis.platform.array is not None:  # the PE array's utilization, where the platform describes one
-        columns = (*columns[:-1], ("PE util", "right", 7), columns[-1])
-    gaps = 3 * (len(columns) + 1)  # padding and separator around each column
-    room = width - gaps - sum(w for _, _, w in columns)
-    name_width = max(8, min(48, room, max((len(k.node_ids[0]) for k in kernels), default=8)))
+    columns = top_columns(width, analysis.platform.array is not None)
+    room = width - _table_width([0, *(w for _, _, w in columns)])
+    name_width = max(_MIN_NAME_WIDTH, min(48, room, max((len(k.node_ids[0]) for k in kernels), default=8)))
     table = Table(
         title=f"Top {count} kernels by predicted time", box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1)
     )
