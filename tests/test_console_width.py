@@ -45,10 +45,10 @@ def test_top_table_fits_and_keeps_its_figures_whole(width: int, platform: str) -
 
 
 def test_columns_drop_in_order_of_need() -> None:
-    wide = [name for name, _, _ in top_columns(200, with_array=True)]
+    wide = [c.name for c in top_columns(200, with_array=True)]
     assert wide == ["ops", "output", "FLOPs", "bytes", "FLOP/B", "bound", "PE util", "time", "share"]
-    assert "PE util" not in [name for name, _, _ in top_columns(200, with_array=False)]
-    narrow = [name for name, _, _ in top_columns(80, with_array=True)]
+    assert "PE util" not in [c.name for c in top_columns(200, with_array=False)]
+    narrow = [c.name for c in top_columns(80, with_array=True)]
     assert narrow == ["ops", "FLOPs", "bytes", "bound", "time"]
     # a console too narrow for anything else still gets the ops and the time
-    assert [name for name, _, _ in top_columns(20, with_array=True)] == ["ops", "time"]
+    assert [c.name for c in top_columns(20, with_array=True)] == ["ops", "time"]

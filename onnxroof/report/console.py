@@ -11,6 +11,7 @@ from rich.text import Text
 
 from onnxroof.analysis import Analysis
 from onnxroof.findings import Finding, find
+from onnxroof.report.columns import Column, fit_columns, table_width
 from onnxroof.report.units import joules, percent, seconds, si
 
 
@@ -94,35 +95,25 @@ def short_ops(op_types) -> str:
     return "+".join(_SHORT_OPS.get(op, op) for op in op_types)
 
 
-_TOP_COLUMNS = (  # name, justify, width, keep priority (lower: dropped last when the terminal is narrow)
-    ("ops", "left", 16, 0),
-    ("output", "left", 14, 8),
-    ("FLOPs", "right", 7, 3),
-    ("bytes", "right", 8, 2),
-    ("FLOP/B", "right", 6, 5),
-    ("bound", "left", 7, 1),
-    ("PE util", "right", 7, 6),
-    ("time", "right", 8, 0),
-    ("share", "right", 6, 7),
+_TOP_COLUMNS = (  # keep: 0 always shown, larger dropped sooner on a narrow terminal
+    Column("ops", "left", 16, 0),
+    Column("output", "left", 14, 8),
+    Column("FLOPs", "right", 7, 3),
+    Column("bytes", "right", 8, 2),
+    Column("FLOP/B", "right", 6, 5),
+    Column("bound", "left", 7, 1),
+    Column("PE util", "right", 7, 6),
+    Column("time", "right", 8, 0),
+    Column("share", "right", 6, 7),
 )
 _MIN_NAME_WIDTH = 10
 
 
-def _table_width(widths: list[int]) -> int:
-    """Rich's width for a SIMPLE_HEAD table of columns this wide: one cell of padding each side of every
-    column plus a blank divider between columns and at both edges (3n + 1)."""
-    return sum(widths) + 3 * len(widths) + 1
-
-
-def top_columns(width: int, with_array: bool) -> tuple[tuple[str, str, int], ...]:
+def top_columns(width: int, with_array: bool) -> tuple[Column, ...]:
     """The top-kernel columns that fit ``width`` beside a kernel name of at least 10 characters: the least
     needed go first (output shape, share, PE util, FLOP/B...); ops and time always stay."""
-    columns = [c for c in _TOP_COLUMNS if with_array or c[0] != "PE util"]
-    for column in sorted(columns, key=lambda c: -c[3]):
-        if _table_width([_MIN_NAME_WIDTH, *(c[2] for c in columns)]) <= width or column[3] == 0:
-            break
-        columns.remove(column)
-    return tuple((name, justify, column_width) for name, justify, column_width, _ in columns)
+    columns = [c for c in _TOP_COLUMNS if with_array or c.name != "PE util"]
+    return fit_columns(columns, width, _MIN_NAME_WIDTH)
 
 
 def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
@@ -132,14 +123,14 @@ def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
     kernels = analysis.top_kernels(count)
     node_of = {n.id: n for n in analysis.nodes}
     columns = top_columns(width, analysis.platform.array is not None)
-    room = width - _table_width([0, *(w for _, _, w in columns)])
+    room = width - table_width([0, *(c.width for c in columns)])
     name_width = max(_MIN_NAME_WIDTH, min(48, room, max((len(k.node_ids[0]) for k in kernels), default=8)))
     table = Table(
         title=f"Top {count} kernels by predicted time", box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1)
     )
     table.add_column("kernel (anchor node)", overflow="ellipsis", no_wrap=True, width=name_width)
-    for name, justify, column_width in columns:
-        table.add_column(name, justify=justify, no_wrap=True, max_width=column_width, overflow="ellipsis")
+    for column in columns:
+        table.add_column(column.name, justify=column.justify, no_wrap=True, max_width=column.width, overflow="ellipsis")
     for kernel in kernels:
         last = node_of[kernel.node_ids[-1]]
         cells = {
@@ -153,7 +144,7 @@ def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
             "share": percent(kernel.latency_s / total),
             "PE util": percent(kernel.utilization) if kernel.macs > 0 else "–",
         }
-        table.add_row(Text(kernel.node_ids[0]), *(cells[name] for name, _, _ in columns))
+        table.add_row(Text(kernel.node_ids[0]), *(cells[c.name] for c in columns))
     return table
 
 
