@@ -566,7 +566,11 @@ def test_platforms_table_lists_every_platform_with_ridges() -> None:
     assert len(names) >= 15
     for name in names:
         assert name in result.stdout, name
-    assert "ridge fp32" in result.stdout
+    lines = result.stdout.splitlines()
+    second = next(i for i, line in enumerate(lines) if line.split()[:1] == ["name"])
+    # two-line headers: "ridge" over "fp32" and "fp16"
+    assert lines[second - 1].split().count("ridge") == 2
+    assert {"fp32", "fp16"} <= set(lines[second].split())
 
 
 def test_platforms_json() -> None:

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import onnxroof
+from onnxroof.platform import bundled_platforms
 from onnxroof.report.console import top_columns, top_table
+from onnxroof.report.platforms import platform_columns, render_platforms_table
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "tiny_cnn.onnx"
 
@@ -52,3 +54,41 @@ def test_columns_drop_in_order_of_need() -> None:
     assert narrow == ["ops", "FLOPs", "bytes", "bound", "time"]
     # a console too narrow for anything else still gets the ops and the time
     assert [c.name for c in top_columns(20, with_array=True)] == ["ops", "time"]
+
+
+# ------------------------------------------------------------------------------------ platforms listing
+
+
+def _platform_lines(width: int) -> list[str]:
+    console = Console(width=width, record=True, color_system=None)
+    render_platforms_table(bundled_platforms(), console)
+    return console.export_text().splitlines()
+
+
+@settings(max_examples=20, deadline=None)
+@given(width=st.integers(min_value=60, max_value=220))
+def test_platforms_table_fits_one_line_per_platform_and_names_what_it_left_out(width: int) -> None:
+    lines = _platform_lines(width)
+    assert max(len(line.rstrip()) for line in lines) <= width
+    names = [p.name for p in bundled_platforms()]
+    rows = [line for line in lines if line.split() and line.split()[0] in names]
+    # one row per platform: nothing folds onto a second line, no figure is cut
+    assert [row.split()[0] for row in rows] == names
+    columns, title_width = platform_columns(bundled_platforms(), width)
+    for row in rows:
+        cells = row.split("  ")
+        assert all("…" not in cell for cell in cells[-len(columns) :] if cell.strip()), (width, row)
+    footer = " ".join(lines[lines.index(rows[-1]) + 1 :])
+    left_out = len(columns) < 11 or not title_width
+    assert ("Left out at this width" in footer) == left_out
+
+
+def test_platform_columns_drop_the_title_first_and_keep_peak_bandwidth_and_ridge() -> None:
+    platforms = bundled_platforms()
+    wide, wide_title = platform_columns(platforms, 260)
+    assert len(wide) == 11 and wide_title >= 20
+    narrow, narrow_title = platform_columns(platforms, 60)
+    assert narrow_title == 0
+    assert {"fp32\nFLOP/s", "DRAM\nB/s", "ridge\nfp32"} <= {c.name for c in narrow} != {c.name for c in wide}
+    medium, _ = platform_columns(platforms, 120)
+    assert {c.name for c in narrow} <= {c.name for c in medium} <= {c.name for c in wide}

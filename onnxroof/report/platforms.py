@@ -11,49 +11,91 @@ from rich.text import Text
 
 from onnxroof.platform import Platform
 from onnxroof.registry import RuleEntry
+from onnxroof.report.columns import Column, fit_columns, table_width
 from onnxroof.report.units import si
 
 _SHOWN = ("fp32", "fp16", "bf16", "int8")
+_MIN_TITLE_WIDTH = 20
+
+# (header, keep) for the figure columns; keep 0: always shown, otherwise the larger, the sooner it goes
+_FIGURE_COLUMNS = (
+    ("fp32\nFLOP/s", 0),
+    ("fp16\nFLOP/s", 2),
+    ("bf16\nFLOP/s", 6),
+    ("int8\nOP/s", 4),
+    ("DRAM\nB/s", 0),
+    ("ridge\nfp32", 0),
+    ("ridge\nfp16", 3),
+    ("launch\nµs", 5),
+    ("pJ/op", 7),
+    ("pJ/B\nDRAM", 7),
+    ("PE\narray", 8),
+)
+
+
+def platform_cells(p: Platform) -> tuple[str, ...]:
+    """The figure cells of one platform, in :data:`_FIGURE_COLUMNS` order; units live in the headers."""
+    peaks = [si(p.peak_flops[x]) if x in p.peak_flops else "–" for x in _SHOWN]
+    ridges = [f"{p.ridge(x):.3g}" if x in p.peak_flops else "–" for x in ("fp32", "fp16")]
+    return (
+        *peaks,
+        si(p.dram_bandwidth),
+        *ridges,
+        f"{p.launch_overhead_s * 1e6:.3g}",
+        _energy_per_op_text(p),
+        f"{p.energy_per_byte['dram'] * 1e12:.3g}" if p.has_energy else "–",
+        f"{p.array.height}×{p.array.width}×{p.array.instances}" if p.array else "–",
+    )
+
+
+def platform_columns(platforms: tuple[Platform, ...], width: int) -> tuple[tuple[Column, ...], int]:
+    """The figure columns that fit ``width`` beside the platform names, and the width left for the titles
+    (0 when fewer than 20 characters are left: the titles go first)."""
+    rows = [platform_cells(p) for p in platforms]
+    columns = [
+        Column(header, "right", max(*(len(line) for line in header.split("\n")), *(len(r[i]) for r in rows)), keep)
+        for i, (header, keep) in enumerate(_FIGURE_COLUMNS)
+    ]
+    name_width = max(len("name"), *(len(p.name) for p in platforms))
+    kept = fit_columns(columns, width, name_width)
+    room = width - table_width([name_width, *(c.width for c in kept)]) - 3
+    title_width = min(room, max(len(p.title) for p in platforms)) if room >= _MIN_TITLE_WIDTH else 0
+    return kept, title_width
 
 
 def render_platforms_table(platforms: tuple[Platform, ...], console: Console) -> None:
+    """One row per platform; on a narrow terminal the titles, then the least needed figures, are left out
+    (named under the table), never folded or cut."""
+    columns, title_width = platform_columns(platforms, console.width)
     table = Table(
-        title="Bundled platforms (dense peaks; ridge = peak / DRAM bandwidth)",
+        title="Bundled platforms (dense peaks; ridge = peak / DRAM bandwidth, FLOP/B)",
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
-    table.add_column("name")
-    table.add_column("title", overflow="fold")
-    for precision in _SHOWN:
-        table.add_column(f"{precision} peak", justify="right")
-    table.add_column("DRAM BW", justify="right")
-    for precision in ("fp32", "fp16"):
-        table.add_column(f"ridge {precision}", justify="right")
-    table.add_column("launch", justify="right")
-    table.add_column("pJ/op · pJ/B", justify="right")
-    table.add_column("PE array", justify="right")
+    table.add_column("name", no_wrap=True)
+    if title_width:
+        table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_width)
+    for column in columns:
+        table.add_column(column.name, justify=column.justify, no_wrap=True)
+    shown = {c.name for c in columns}
     for p in platforms:
-        peaks = [si(p.peak_flops[x], "FLOP/s") if x in p.peak_flops else "–" for x in _SHOWN]
-        ridges = [f"{p.ridge(x):.3g}" if x in p.peak_flops else "–" for x in ("fp32", "fp16")]
-        table.add_row(
-            Text(p.name),
-            Text(p.title),
-            *peaks,
-            si(p.dram_bandwidth, "B/s"),
-            *ridges,
-            f"{p.launch_overhead_s * 1e6:.3g} µs",
-            _energy_text(p),
-            f"{p.array.height}×{p.array.width}×{p.array.instances}" if p.array else "–",
-        )
+        cells = dict(zip((h for h, _ in _FIGURE_COLUMNS), platform_cells(p), strict=True))
+        titles = [Text(p.title)] if title_width else []
+        table.add_row(Text(p.name), *titles, *(cells[c.name] for c in columns))
     console.print(table)
+    left_out = [h.replace("\n", " ") for h, _ in _FIGURE_COLUMNS if h not in shown]
+    if not title_width:
+        left_out.insert(0, "title")
+    if left_out:
+        console.print(f"Left out at this width: {', '.join(left_out)}. Widen the terminal or use --format json.")
 
 
-def _energy_text(p: Platform) -> str:
-    """Energy per operation at the platform's first precision with a figure, and per DRAM byte, in pJ."""
+def _energy_per_op_text(p: Platform) -> str:
+    """Energy per operation at the platform's first precision with a figure, in pJ, with that precision."""
     if not p.has_energy:
         return "–"
     precision = next(x for x in (*p.precisions(), *p.energy_per_op) if x in p.energy_per_op)
-    return f"{p.energy_per_op[precision] * 1e12:.3g} ({precision}) · {p.energy_per_byte['dram'] * 1e12:.3g}"
+    return f"{p.energy_per_op[precision] * 1e12:.3g} {precision}"
 
 
 def render_platforms_json(platforms: tuple[Platform, ...]) -> str:
