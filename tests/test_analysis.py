@@ -168,3 +168,19 @@ def test_analysis_restores_the_garbage_collector_state() -> None:
             assert gc.isenabled() is state
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_op_type_time_is_the_time_of_the_kernels_anchored_on_that_type() -> None:
+    """time(type) = Σ latency of the kernels whose first node has that type; the rows add up to the kernels."""
+    analysis = onnxroof.analyze(ROOT / "samples" / "tiny_cnn.onnx", "xavier", dims={"batch": 1})
+    type_of = {n.id: n.op_type for n in analysis.nodes}
+    expected: dict[str, float] = {}
+    for kernel in analysis.kernels:
+        anchor = type_of[kernel.node_ids[0]]
+        expected[anchor] = expected.get(anchor, 0.0) + kernel.latency_s
+    rows = {row.op_type: row for row in analysis.op_types}
+    for op_type, row in rows.items():
+        assert row.latency_s == pytest.approx(expected.get(op_type, 0.0), rel=1e-12, abs=0), op_type
+    # BatchNormalization is folded into its Conv: its FLOPs stay in the row, its time goes to Conv
+    assert rows["BatchNormalization"].flops > 0 and rows["BatchNormalization"].latency_s == 0
+    assert sum(r.latency_s for r in rows.values()) == pytest.approx(sum(k.latency_s for k in analysis.kernels))

@@ -469,6 +469,7 @@ def test_report_table() -> None:
     for figure in (si(totals.flops), si(totals.macs), si(totals.params), seconds(totals.latency_s)):
         assert figure in out, figure
     assert "xavier" in out  # the default platform
+    assert "(Conv+BN+Relu counts as Conv)" in " ".join(out.split())  # how the op-type time is attributed
     assert "Traceback" not in result.output
 
 

@@ -149,7 +149,16 @@ def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
 
 
 def op_type_table(analysis: Analysis) -> Table:
-    table = Table(title="Time by op type", box=box.SIMPLE_HEAD, title_justify="left")
+    """Per op type; the caption says how fused time is attributed, so a fused-away op showing 0 s is not read
+    as free."""
+    table = Table(
+        title="Time by op type",
+        caption="FLOPs, bytes, params: every node, unfused. Time: each kernel's goes to the type of its first node "
+        "(Conv+BN+Relu counts as Conv).",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
     for name, justify in (
         ("op type", "left"),
         ("count", "right"),
