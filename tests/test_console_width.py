@@ -13,7 +13,7 @@ from rich.console import Console
 import onnxroof
 from onnxroof.platform import bundled_platforms
 from onnxroof.report.console import top_columns, top_table
-from onnxroof.report.platforms import platform_columns, render_platforms_table
+from onnxroof.report.platforms import FIGURE_COLUMNS, platform_cells, platform_columns, render_platforms_table
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "tiny_cnn.onnx"
 
@@ -75,18 +75,21 @@ def test_platforms_table_fits_one_line_per_platform_and_names_what_it_left_out(w
     # one row per platform: nothing folds onto a second line, no figure is cut
     assert [row.split()[0] for row in rows] == names
     columns, title_width = platform_columns(bundled_platforms(), width)
-    for row in rows:
-        cells = row.split("  ")
-        assert all("…" not in cell for cell in cells[-len(columns) :] if cell.strip()), (width, row)
+    headers = [header for header, _ in FIGURE_COLUMNS]
+    for platform, row in zip(bundled_platforms(), rows, strict=True):
+        # the row ends with the shown figures, whole (a cut one would end in "…")
+        cells = platform_cells(platform)
+        figures = " ".join(" ".join(cells[headers.index(c.name)].split()) for c in columns)
+        assert " ".join(row.split()).endswith(figures), (width, row)
     footer = " ".join(lines[lines.index(rows[-1]) + 1 :])
-    left_out = len(columns) < 11 or not title_width
+    left_out = len(columns) < len(FIGURE_COLUMNS) or not title_width
     assert ("Left out at this width" in footer) == left_out
 
 
 def test_platform_columns_drop_the_title_first_and_keep_peak_bandwidth_and_ridge() -> None:
     platforms = bundled_platforms()
     wide, wide_title = platform_columns(platforms, 260)
-    assert len(wide) == 11 and wide_title >= 20
+    assert len(wide) == len(FIGURE_COLUMNS) and wide_title >= 20
     narrow, narrow_title = platform_columns(platforms, 60)
     assert narrow_title == 0
     assert {"fp32\nFLOP/s", "DRAM\nB/s", "ridge\nfp32"} <= {c.name for c in narrow} != {c.name for c in wide}

@@ -18,7 +18,7 @@ _SHOWN = ("fp32", "fp16", "bf16", "int8")
 _MIN_TITLE_WIDTH = 20
 
 # (header, keep) for the figure columns; keep 0: always shown, otherwise the larger, the sooner it goes
-_FIGURE_COLUMNS = (
+FIGURE_COLUMNS = (
     ("fp32\nFLOP/s", 0),
     ("fp16\nFLOP/s", 2),
     ("bf16\nFLOP/s", 6),
@@ -31,10 +31,11 @@ _FIGURE_COLUMNS = (
     ("pJ/B\nDRAM", 7),
     ("PE\narray", 8),
 )
+_COLUMN_INDEX = {header: i for i, (header, _) in enumerate(FIGURE_COLUMNS)}
 
 
 def platform_cells(p: Platform) -> tuple[str, ...]:
-    """The figure cells of one platform, in :data:`_FIGURE_COLUMNS` order; units live in the headers."""
+    """The figure cells of one platform, in :data:`FIGURE_COLUMNS` order; units live in the headers."""
     peaks = [si(p.peak_flops[x]) if x in p.peak_flops else "–" for x in _SHOWN]
     ridges = [f"{p.ridge(x):.3g}" if x in p.peak_flops else "–" for x in ("fp32", "fp16")]
     return (
@@ -51,14 +52,18 @@ def platform_cells(p: Platform) -> tuple[str, ...]:
 def platform_columns(platforms: tuple[Platform, ...], width: int) -> tuple[tuple[Column, ...], int]:
     """The figure columns that fit ``width`` beside the platform names, and the width left for the titles
     (0 when fewer than 20 characters are left: the titles go first)."""
-    rows = [platform_cells(p) for p in platforms]
+    return _fit(platforms, [platform_cells(p) for p in platforms], width)
+
+
+def _fit(platforms: tuple[Platform, ...], rows: list[tuple[str, ...]], width: int) -> tuple[tuple[Column, ...], int]:
+    """:func:`platform_columns` over the platforms' cells, computed once by the caller."""
     columns = [
         Column(header, "right", max(*(len(line) for line in header.split("\n")), *(len(r[i]) for r in rows)), keep)
-        for i, (header, keep) in enumerate(_FIGURE_COLUMNS)
+        for i, (header, keep) in enumerate(FIGURE_COLUMNS)
     ]
     name_width = max(len("name"), *(len(p.name) for p in platforms))
     kept = fit_columns(columns, width, name_width)
-    room = width - table_width([name_width, *(c.width for c in kept)]) - 3
+    room = width - table_width([name_width, *(c.width for c in kept)]) - 3  # a title column costs its width + 3
     title_width = min(room, max(len(p.title) for p in platforms)) if room >= _MIN_TITLE_WIDTH else 0
     return kept, title_width
 
@@ -66,7 +71,8 @@ def platform_columns(platforms: tuple[Platform, ...], width: int) -> tuple[tuple
 def render_platforms_table(platforms: tuple[Platform, ...], console: Console) -> None:
     """One row per platform; on a narrow terminal the titles, then the least needed figures, are left out
     (named under the table), never folded or cut."""
-    columns, title_width = platform_columns(platforms, console.width)
+    rows = [platform_cells(p) for p in platforms]
+    columns, title_width = _fit(platforms, rows, console.width)
     table = Table(
         title="Bundled platforms (dense peaks; ridge = peak / DRAM bandwidth, FLOP/B)",
         box=box.SIMPLE_HEAD,
@@ -77,13 +83,12 @@ def render_platforms_table(platforms: tuple[Platform, ...], console: Console) ->
         table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_width)
     for column in columns:
         table.add_column(column.name, justify=column.justify, no_wrap=True)
-    shown = {c.name for c in columns}
-    for p in platforms:
-        cells = dict(zip((h for h, _ in _FIGURE_COLUMNS), platform_cells(p), strict=True))
+    shown = [_COLUMN_INDEX[c.name] for c in columns]
+    for p, cells in zip(platforms, rows, strict=True):
         titles = [Text(p.title)] if title_width else []
-        table.add_row(Text(p.name), *titles, *(cells[c.name] for c in columns))
+        table.add_row(Text(p.name), *titles, *(cells[i] for i in shown))
     console.print(table)
-    left_out = [h.replace("\n", " ") for h, _ in _FIGURE_COLUMNS if h not in shown]
+    left_out = [header.replace("\n", " ") for i, (header, _) in enumerate(FIGURE_COLUMNS) if i not in shown]
     if not title_width:
         left_out.insert(0, "title")
     if left_out:
