@@ -2,9 +2,11 @@
 
 ``python benchmarks/bench_accuracy.py [--rounds 5] [--platform host.toml] [--quick] [--models a,b] [--json PATH]``
 
-1. **Calibrate once** (``onnxroof.calibrate.calibrate``, the same as ``onnxroof calibrate``; or ``--platform``
+1. **Calibrate once** (``onnxroof.measure.calibrate.calibrator.calibrate``, the same as ``onnxroof calibrate``; or
+   ``--platform``
    to reuse a measured file). The file is written to ``benchmarks/_work/host.toml``.
-2. **Profile every model once** (``onnxroof.profile.profile``): the per-kernel rows (predicted vs measured
+2. **Profile every model once** (``onnxroof.measure.profile.profiler.profile``): the per-kernel rows (predicted vs
+   measured
    through onnxruntime's profiler) give the Spearman rank correlation of per-kernel times, and the predicted
    end-to-end latency on the calibrated platform.
 3. **Interleave** ``--rounds`` rounds over all models: in each round, before each model, re-measure the roofs
@@ -72,9 +74,9 @@ class Roofs:
     MatMul 1024³ and Conv 3×3 128→128 at 28×28) and the DRAM bandwidth (Relu streaming a 256 MB working set)."""
 
     def __init__(self, threads: int) -> None:
-        from onnxroof.calibrate import OpTimer, stream_probe, tiny_probe
-        from onnxroof.calibrate_fit import probe_cost
-        from onnxroof.calibrate_probes import peak_probes
+        from onnxroof.measure.calibrate.calibrator import OpTimer, stream_probe, tiny_probe
+        from onnxroof.measure.calibrate.fit import probe_cost
+        from onnxroof.measure.calibrate.probes import peak_probes
 
         rng = np.random.default_rng(0)
         tiny = tiny_probe()
@@ -125,9 +127,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
 
-    from onnxroof.calibrate import calibrate, default_threads
-    from onnxroof.platform import load_platform
-    from onnxroof.profile import WallTimer, profile, random_inputs
+    from onnxroof.measure.calibrate.calibrator import calibrate, default_threads
+    from onnxroof.measure.profile.profiler import WallTimer, profile, random_inputs
+    from onnxroof.platform.lookup import load_platform
 
     started = time.perf_counter()
     threads = args.threads or default_threads()
@@ -251,7 +253,7 @@ def main() -> int:
 
 
 def _inputs(path: Path, platform, dims: dict[str, int]):
-    from onnxroof.analysis import analyze
+    from onnxroof.analysis.analyze import analyze
 
     return analyze(path, platform=platform, dims=dims).model.inputs
 

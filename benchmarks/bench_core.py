@@ -85,10 +85,10 @@ INPROC_SRC = (
     _FLOOR_FUNC
     + """
 import json, statistics, sys, time
-from onnxroof.analysis import analyze
+from onnxroof.analysis.analyze import analyze
 from onnxroof.report.data import render_json
 
-from onnxroof import grouping
+from onnxroof.analysis import grouping
 
 path, dims, platform, repeats = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 

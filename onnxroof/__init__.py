@@ -4,7 +4,7 @@
 >>> analysis = onnxroof.analyze("model.onnx", platform="xavier", dims={"batch": 1})  # doctest: +SKIP
 >>> analysis.totals.latency_s, analysis.to_dataframe()                              # doctest: +SKIP
 
-The public names are imported lazily, so ``import onnxroof.cost`` (as rules do) stays light.
+The public names are imported lazily, so ``import onnxroof.core.cost`` (as rules do) stays light.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from typing import Any
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "analyze": "onnxroof.analysis",
-    "Analysis": "onnxroof.analysis",
-    "NodeResult": "onnxroof.analysis",
-    "Totals": "onnxroof.totals",
-    "KernelResult": "onnxroof.kernels",
-    "Cost": "onnxroof.cost",
-    "FLOPS_PER_MAC": "onnxroof.cost",
-    "OnnxroofError": "onnxroof.errors",
-    "Platform": "onnxroof.platform",
-    "load_platform": "onnxroof.platform",
-    "rule": "onnxroof.registry",
+    "analyze": "onnxroof.analysis.analyze",
+    "Analysis": "onnxroof.analysis.analyze",
+    "NodeResult": "onnxroof.analysis.analyze",
+    "Totals": "onnxroof.analysis.totals",
+    "KernelResult": "onnxroof.roofline.kernels",
+    "Cost": "onnxroof.core.cost",
+    "FLOPS_PER_MAC": "onnxroof.core.cost",
+    "OnnxroofError": "onnxroof.core.errors",
+    "Platform": "onnxroof.platform.model",
+    "load_platform": "onnxroof.platform.lookup",
+    "rule": "onnxroof.core.registry",
 }
 __all__ = sorted(_PUBLIC)
 

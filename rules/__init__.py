@@ -1,6 +1,6 @@
 """Per-op cost rules, one module per op family. This list is the index: every family is imported here.
 
-Importing this package registers every rule with :mod:`onnxroof.registry`.
+Importing this package registers every rule with :mod:`onnxroof.core.registry`.
 """
 
 from onnxroof.rules import (  # noqa: F401

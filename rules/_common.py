@@ -1,6 +1,6 @@
 """Small helpers shared by the rule families: byte counts and element counts of an op's tensors.
 
-Every helper raises :class:`onnxroof.errors.ShapeUnknown` (through ``TensorInfo.numel``) when a tensor it
+Every helper raises :class:`onnxroof.core.errors.ShapeUnknown` (through ``TensorInfo.numel``) when a tensor it
 needs has no static shape, so a rule never guesses.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from onnxroof.cost import Cost
-from onnxroof.errors import ShapeUnknown
-from onnxroof.ir import OpView, TensorInfo
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.ir import OpView, TensorInfo
 
 
 def nbytes(tensors: Iterable[TensorInfo | None]) -> float:

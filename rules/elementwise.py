@@ -18,9 +18,9 @@ functions and their docstrings are generated from those rows by :func:`_per_elem
 
 from __future__ import annotations
 
-from onnxroof.cost import Cost
-from onnxroof.ir import OpView
-from onnxroof.registry import rule
+from onnxroof.core.cost import Cost
+from onnxroof.core.ir import OpView
+from onnxroof.core.registry import rule
 from onnxroof.rules._common import out_numel, streaming
 
 _BYTES_DOC = (

@@ -4,9 +4,9 @@ they write their output and read (almost) nothing.
 
 from __future__ import annotations
 
-from onnxroof.cost import Cost
-from onnxroof.ir import OpView
-from onnxroof.registry import STATUS_APPROXIMATE, rule
+from onnxroof.core.cost import Cost
+from onnxroof.core.ir import OpView
+from onnxroof.core.registry import STATUS_APPROXIMATE, rule
 from onnxroof.rules._common import out_numel, outputs_bytes
 
 RANDOM_FLOPS_PER_ELEMENT = 2

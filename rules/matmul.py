@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import string
 
-from onnxroof.cost import FLOPS_PER_MAC, Cost
-from onnxroof.errors import ShapeUnknown
-from onnxroof.ir import OpView
-from onnxroof.registry import rule
+from onnxroof.core.cost import FLOPS_PER_MAC, Cost
+from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.ir import OpView
+from onnxroof.core.registry import rule
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 
-from onnxroof.cost import Cost
-from onnxroof.errors import ModelError
-from onnxroof.ir import OpView
-from onnxroof.registry import KIND_LAYOUT, KIND_METADATA, KIND_VIEW, rule
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import ModelError
+from onnxroof.core.ir import OpView
+from onnxroof.core.registry import KIND_LAYOUT, KIND_METADATA, KIND_VIEW, rule
 from onnxroof.rules._common import outputs_bytes, required_input, required_output, shape_of, streaming
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from onnxroof.cost import Cost
-from onnxroof.ir import OpView
-from onnxroof.registry import rule
+from onnxroof.core.cost import Cost
+from onnxroof.core.ir import OpView
+from onnxroof.core.registry import rule
 from onnxroof.rules._common import out_numel, required_input, streaming
 
 _L2 = 2  # LpPool's p for which |x|^p is a single square x·x

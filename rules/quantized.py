@@ -23,9 +23,9 @@ only when its scale and zero point differ from the output's — values onnxroof 
 
 from __future__ import annotations
 
-from onnxroof.cost import FLOPS_PER_MAC, Cost
-from onnxroof.ir import OpView
-from onnxroof.registry import rule
+from onnxroof.core.cost import FLOPS_PER_MAC, Cost
+from onnxroof.core.ir import OpView
+from onnxroof.core.registry import rule
 from onnxroof.rules._common import inputs_bytes, out_numel, outputs_bytes, required_input, streaming
 from onnxroof.rules.conv import conv_macs
 from onnxroof.rules.matmul import gemm_mnk, matmul_macs
@@ -82,7 +82,7 @@ def dequantize_linear(op: OpView) -> Cost:
       of the zero point [z] and 1 multiply by the scale; the conversion to float is free.
     Bytes: read x (1 byte per int8/uint8 element), x_scale and x_zero_point; write y at its float size.
     Assumptions: a DequantizeLinear of a weight is folded at load time (its output is a weight, which
-      keeps the stored item size: see :mod:`onnxroof.ir`), so this rule charges only run-time dequantization.
+      keeps the stored item size: see :mod:`onnxroof.core.ir`), so this rule charges only run-time dequantization.
     Reference: ONNX DequantizeLinear-21 spec.
     """
     return streaming(op, (1 + _given(op, 2)) * out_numel(op))

@@ -8,9 +8,9 @@ Sigmoid 4, Tanh 1 FLOPs per element.
 
 from __future__ import annotations
 
-from onnxroof.cost import FLOPS_PER_MAC, Cost
-from onnxroof.ir import OpView
-from onnxroof.registry import rule
+from onnxroof.core.cost import FLOPS_PER_MAC, Cost
+from onnxroof.core.ir import OpView
+from onnxroof.core.registry import rule
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, shape_of
 
 SIGMOID_FLOPS = 4  # 1 / (1 + exp(-x)): neg, exp, add, div

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 
-from onnxroof.cost import Cost
-from onnxroof.ir import OpView
-from onnxroof.registry import STATUS_APPROXIMATE, rule
+from onnxroof.core.cost import Cost
+from onnxroof.core.ir import OpView
+from onnxroof.core.registry import STATUS_APPROXIMATE, rule
 from onnxroof.rules._common import (
     normalize_axis,
     out_numel,

@@ -10,10 +10,11 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from onnxroof.cost import Cost
-from onnxroof.dtypes import itemsize_of
-from onnxroof.ir import ROLE_ACTIVATION, ROLE_WEIGHT, OpView, TensorInfo, node_attributes
-from onnxroof.registry import evaluate, lookup
+import onnxroof.rules  # noqa: F401  (registers every rule family)
+from onnxroof.core.cost import Cost
+from onnxroof.core.dtypes import itemsize_of
+from onnxroof.core.ir import ROLE_ACTIVATION, ROLE_WEIGHT, OpView, TensorInfo, node_attributes
+from onnxroof.core.registry import evaluate, lookup
 
 TensorSpec = tuple[Sequence[int] | None, str] | tuple[Sequence[int] | None, str, str] | None
 

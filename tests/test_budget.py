@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onnxroof.budget import (
+from onnxroof.analysis.findings import Finding
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.gate.budget import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_PASS,
@@ -21,9 +23,7 @@ from onnxroof.budget import (
     parse_budget,
     parse_quantity,
 )
-from onnxroof.budget_check import CheckSettings, check_model, error_check, evaluate, overall_exit_code
-from onnxroof.errors import OnnxroofError
-from onnxroof.findings import Finding
+from onnxroof.gate.check import CheckSettings, check_model, error_check, evaluate, overall_exit_code
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN = str(ROOT / "samples" / "tiny_cnn.onnx")

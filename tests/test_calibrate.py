@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.calibrate import Figure, Timing, stream_probe, tiny_probe
-from onnxroof.calibrate_fit import hierarchy
-from onnxroof.calibrate_probes import efficiency_probes
 from onnxroof.cli import app
-from onnxroof.cost import Cost
-from onnxroof.platform import EFFICIENCY_CLASSES, load_platform
-from onnxroof.roofline import classify, kernel_op_class, op_class
+from onnxroof.core.cost import Cost
+from onnxroof.measure.calibrate.calibrator import Figure, Timing, stream_probe, tiny_probe
+from onnxroof.measure.calibrate.fit import hierarchy
+from onnxroof.measure.calibrate.probes import efficiency_probes
+from onnxroof.platform.lookup import load_platform
+from onnxroof.platform.model import EFFICIENCY_CLASSES
+from onnxroof.roofline.classify import classify, kernel_op_class, op_class
 
 QUICK_LIMIT_S = 15.0
 
@@ -80,7 +81,7 @@ def test_every_figure_says_how_it_was_measured(quick_file: tuple[Path, float, st
 
 
 def test_stdout_without_output_file() -> None:
-    from onnxroof.calibrate import Calibration
+    from onnxroof.measure.calibrate.calibrator import Calibration
 
     fake = _fake_calibration()
     text = fake.to_toml()
@@ -105,7 +106,7 @@ def test_toml_round_trip(tmp_path: Path) -> None:
 
 
 def _fake_calibration():
-    from onnxroof.calibrate import Calibration
+    from onnxroof.measure.calibrate.calibrator import Calibration
 
     timing = Timing(1e-3, 1e-3, 1e-3, 10, 1)
     return Calibration(

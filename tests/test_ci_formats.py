@@ -12,9 +12,10 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from onnxroof.budget import Budget, Limit
-from onnxroof.budget_check import CheckSettings, check_model, error_check
-from onnxroof.ci_formats import (
+from onnxroof.analysis.findings import RULES
+from onnxroof.gate.budget import Budget, Limit
+from onnxroof.gate.check import CheckSettings, check_model, error_check
+from onnxroof.report.ci import (
     SARIF_MAX_LOCATIONS,
     artifact_uri,
     render_check_console,
@@ -23,7 +24,6 @@ from onnxroof.ci_formats import (
     render_junit,
     render_sarif,
 )
-from onnxroof.findings import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN = str(ROOT / "samples" / "tiny_cnn.onnx")

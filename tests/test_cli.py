@@ -25,11 +25,11 @@ import pytest
 from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
-from onnxroof.analysis import analyze
+from onnxroof.analysis.analyze import analyze
 from onnxroof.cli import app
-from onnxroof.errors import DimsError, ModelError, OnnxroofError, PlatformError, StrictError
-from onnxroof.platform import bundled_platform_names
-from onnxroof.report.units import seconds, si
+from onnxroof.core.errors import DimsError, ModelError, OnnxroofError, PlatformError, StrictError
+from onnxroof.core.units import seconds, si
+from onnxroof.platform.lookup import bundled_platform_names
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CNN = SAMPLES / "tiny_cnn.onnx"
@@ -392,12 +392,12 @@ def test_debug_reraises_with_a_traceback(tmp_path: Path) -> None:
 
 
 def test_internal_error_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    import onnxroof.analysis
+    import onnxroof.analysis.analyze
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(onnxroof.analysis, "analyze", broken)
+    monkeypatch.setattr(onnxroof.analysis.analyze, "analyze", broken)
     result = invoke("report", CNN, "--dim", "batch=1")
     assert result.exit_code == 3
     assert "Traceback" not in result.output
@@ -698,7 +698,7 @@ def test_output_to_a_device_writes_through_it_and_never_replaces_it(tmp_path) ->
     """-o /dev/null must not rename a temporary file over the device (as root that would replace it)."""
     import stat as stat_module
 
-    from onnxroof.cli import write_atomically
+    from onnxroof.cli.common import write_atomically
 
     before = os.stat("/dev/null")
     write_atomically(Path("/dev/null"), "{}")
@@ -707,7 +707,7 @@ def test_output_to_a_device_writes_through_it_and_never_replaces_it(tmp_path) ->
 
 
 def test_output_file_gets_umask_permissions(tmp_path) -> None:
-    from onnxroof.cli import write_atomically
+    from onnxroof.cli.common import write_atomically
 
     target = tmp_path / "out.json"
     write_atomically(target, "{}")
@@ -717,8 +717,9 @@ def test_output_file_gets_umask_permissions(tmp_path) -> None:
 
 
 def test_the_json_document_is_one_node_per_line_and_parses_to_the_library_dict() -> None:
-    from onnxroof.analysis import analyze
-    from onnxroof.report.data import render_json, to_dict
+    from onnxroof.analysis.analyze import analyze
+    from onnxroof.analysis.document import to_dict
+    from onnxroof.report.data import render_json
 
     analysis = analyze(CNN, "xavier", {"batch": 1})
     text = render_json(analysis)

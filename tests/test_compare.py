@@ -13,11 +13,11 @@ import pytest
 from helpers import ENERGY_TOML, write_platform
 from typer.testing import CliRunner
 
-from onnxroof.analysis import analyze
+from onnxroof.analysis.analyze import analyze
 from onnxroof.cli import app
-from onnxroof.compare import CompareError, compare
-from onnxroof.errors import PlatformError
+from onnxroof.core.errors import PlatformError
 from onnxroof.report.compare_view import CSV_FIELDS, compare_dict, compare_figure, render_compare_chart
+from onnxroof.studies.compare import CompareError, compare
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CNN = SAMPLES / "tiny_cnn.onnx"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import onnxroof
-from onnxroof.platform import bundled_platforms
+from onnxroof.platform.lookup import bundled_platforms
 from onnxroof.report.console import top_columns, top_table
 from onnxroof.report.platforms import FIGURE_COLUMNS, platform_cells, platform_columns, render_platforms_table
 

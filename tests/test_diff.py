@@ -11,18 +11,10 @@ import pytest
 from onnx import helper
 from rich.console import Console
 
-from onnxroof.analysis import analyze
-from onnxroof.diff import (
-    BaselineError,
-    diff_documents,
-    format_value,
-    load_baseline,
-    load_document,
-    pick_baseline,
-    render_diff_console,
-    render_diff_json,
-)
-from onnxroof.report.data import to_dict
+from onnxroof.analysis.analyze import analyze
+from onnxroof.analysis.document import to_dict
+from onnxroof.gate.diff import BaselineError, diff_documents, load_baseline, load_document, pick_baseline
+from onnxroof.report.diff_view import format_value, render_diff_console, render_diff_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN = ROOT / "samples" / "tiny_cnn.onnx"

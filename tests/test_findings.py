@@ -13,9 +13,9 @@ import pytest
 from helpers import write_platform
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxroof.analysis import analyze
-from onnxroof.findings import RULES, SEVERITIES, Finding, find, has_tensor_cores
-from onnxroof.platform import load_platform
+from onnxroof.analysis.analyze import analyze
+from onnxroof.analysis.findings import RULES, SEVERITIES, Finding, find, has_tensor_cores
+from onnxroof.platform.lookup import load_platform
 from onnxroof.report.data import render_json
 
 ROOT = Path(__file__).resolve().parents[1]

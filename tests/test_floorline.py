@@ -15,12 +15,12 @@ import pytest
 from helpers import ENERGY_TOML, write_platform
 from typer.testing import CliRunner
 
-from onnxroof.analysis import analyze
+from onnxroof.analysis.analyze import analyze
 from onnxroof.cli import app
-from onnxroof.energy import floorline
+from onnxroof.core.units import joules
 from onnxroof.report.floorline import BOUND_COLOURS, NoEnergyError, floorline_figure, render_floorline
 from onnxroof.report.html import floorline_view, render_html
-from onnxroof.report.units import joules
+from onnxroof.roofline.energy import floorline
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CNN = SAMPLES / "tiny_cnn.onnx"

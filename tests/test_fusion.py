@@ -12,13 +12,14 @@ from helpers import parse_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onnxroof.analysis import analyze, cost_node
-from onnxroof.cost import Cost
-from onnxroof.errors import OnnxroofError
-from onnxroof.fusion import SINGLE, FusionResult, Kernel, fuse
-from onnxroof.fusion_patterns import PATTERNS, PATTERNS_BY_NAME, PROFILES, parse_template
-from onnxroof.ir import build_ir
-from onnxroof.load import load_model
+from onnxroof.analysis.analyze import analyze
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.ir import build_ir
+from onnxroof.costing.node import cost_node
+from onnxroof.fusion.fuse import SINGLE, FusionResult, Kernel, fuse
+from onnxroof.fusion.patterns import PATTERNS, PATTERNS_BY_NAME, PROFILES, parse_template
+from onnxroof.load.reader import load_model
 
 F32 = 4  # bytes per float32 element
 

@@ -21,10 +21,10 @@ import onnx.parser
 import onnxruntime as ort
 import pytest
 
-from onnxroof.analysis import cost_node
-from onnxroof.fusion import FusionResult, fuse
-from onnxroof.ir import build_ir
-from onnxroof.load import load_model
+from onnxroof.core.ir import build_ir
+from onnxroof.costing.node import cost_node
+from onnxroof.fusion.fuse import FusionResult, fuse
+from onnxroof.load.reader import load_model
 
 LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import onnxroof
 from onnxroof.cli import app
-from onnxroof.report.units import seconds
+from onnxroof.core.units import seconds
 
 RESNET = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
 

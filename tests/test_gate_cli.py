@@ -97,7 +97,7 @@ def _prepare(folder: Path) -> None:
     """Every input file the runs need, built in-process (no subprocess depends on another)."""
     from test_budget import readme_budget
 
-    from onnxroof.analysis import analyze
+    from onnxroof.analysis.analyze import analyze
     from onnxroof.report.data import render_json
 
     (folder / "budget.toml").write_text(readme_budget(), encoding="utf-8")

@@ -24,13 +24,13 @@ from hostile import ALL, FILE_NAME, PWN, build_hostile, fuse_first_kernels
 from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
-from onnxroof.analysis import analyze
+from onnxroof.analysis.analyze import analyze
+from onnxroof.analysis.document import to_dict
 from onnxroof.cli import app
-from onnxroof.kernels import KernelResult
-from onnxroof.measured_overlay import measured_overlay, with_measured
-from onnxroof.report.data import to_dict
+from onnxroof.measure.overlay import measured_overlay, with_measured
 from onnxroof.report.html import BOUND_COLOURS, explain, render_html
-from onnxroof.roofline import BOUND_COMPUTE, BOUND_MEMORY
+from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
+from onnxroof.roofline.kernels import KernelResult
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMER = ROOT / "samples" / "tiny_transformer.onnx"
@@ -206,10 +206,10 @@ def test_hostile_names_are_escaped_everywhere(hostile) -> None:
 
 def test_findings_section_when_the_lint_module_exists(transformer) -> None:
     html = render_html(transformer)
-    if importlib.util.find_spec("onnxroof.findings") is None:
+    if importlib.util.find_spec("onnxroof.analysis.findings") is None:
         assert 'id="findings"' not in html
-        pytest.skip("onnxroof.findings does not exist yet: the section is not rendered")
-    from onnxroof.findings import find
+        pytest.skip("onnxroof.analysis.findings does not exist yet: the section is not rendered")
+    from onnxroof.analysis.findings import find
 
     found = find(transformer)
     assert 'id="findings"' in html

@@ -24,9 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from onnxroof.analysis import STATE_COSTED, STATE_UNKNOWN_SHAPE, analyze
-from onnxroof.errors import DimsError, ModelError, OnnxroofError
-from onnxroof.load import load_model, parse_dim_bindings, symbolic_dims
+from onnxroof.analysis.analyze import analyze
+from onnxroof.core.errors import DimsError, ModelError, OnnxroofError
+from onnxroof.costing.node import STATE_COSTED, STATE_UNKNOWN_SHAPE
+from onnxroof.load.reader import load_model, parse_dim_bindings, symbolic_dims
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CNN = SAMPLES / "tiny_cnn.onnx"
@@ -374,7 +375,7 @@ def test_model_local_function_is_inlined_in_a_fresh_process(tmp_path: Path) -> N
     onnx.save(parse_model(FUNCTION_MODEL), path)
     script = (
         "import json, sys\n"
-        "from onnxroof.analysis import analyze\n"
+        "from onnxroof.analysis.analyze import analyze\n"
         "a = analyze(sys.argv[1])\n"
         "print(json.dumps([{'op_type': n.op_type, 'state': n.state, 'flops': n.flops} for n in a.nodes]))\n"
     )

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.analysis import analyze
+from onnxroof.analysis.analyze import analyze
 from onnxroof.cli import app
-from onnxroof.errors import OnnxroofError
-from onnxroof.measured_overlay import check_profile, measured_overlay
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.measure.overlay import check_profile, measured_overlay
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CNN = SAMPLES / "tiny_cnn.onnx"

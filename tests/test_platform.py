@@ -11,14 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onnxroof.errors import PlatformError
-from onnxroof.platform import (
-    PRECISIONS,
-    Platform,
-    bundled_platform_names,
-    bundled_platforms,
-    load_platform,
-)
+from onnxroof.core.errors import PlatformError
+from onnxroof.platform.lookup import bundled_platform_names, bundled_platforms, load_platform
+from onnxroof.platform.model import PRECISIONS, Platform
 
 GOOD = """\
 schema = 1
@@ -308,10 +303,10 @@ def test_ridge_is_peak_over_bandwidth_for_any_values(
 
 
 def test_bundled_name_must_equal_file_stem() -> None:
-    from onnxroof.platform import _parse  # the bundled loader's parser, with the stem it enforces
+    from onnxroof.platform.parse import parse_platform  # the bundled loader's parser, with the stem it enforces
 
     with pytest.raises(PlatformError, match=r"^platforms/other\.toml: name: must equal the file stem"):
-        _parse(GOOD.encode(), label="platforms/other.toml", origin="bundled:other", stem="other")
+        parse_platform(GOOD.encode(), label="platforms/other.toml", origin="bundled:other", stem="other")
 
 
 # --- measured platforms: [measurement], [efficiency], [memory] cache_levels, run overhead ----------------

@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from onnxroof.cli import app
-from onnxroof.energy import energy_ridge, op_energy
-from onnxroof.platform import ENERGY_LEVELS, PRECISIONS, bundled_platform_names, bundled_platforms, load_platform
+from onnxroof.platform.lookup import bundled_platform_names, bundled_platforms, load_platform
+from onnxroof.platform.model import ENERGY_LEVELS, PRECISIONS
+from onnxroof.roofline.energy import energy_ridge, op_energy
 
 PJ = 1e-12
 ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}

@@ -14,8 +14,9 @@ import pytest
 from hostile import ALL, build_hostile, fuse_first_kernels
 from typer.testing import CliRunner
 
-from onnxroof.analysis import STATE_COSTED, analyze
+from onnxroof.analysis.analyze import analyze
 from onnxroof.cli import app
+from onnxroof.costing.node import STATE_COSTED
 from onnxroof.report import graph
 from onnxroof.report.graph import annotated_model, netron_attachment, render_dot, render_netron
 from onnxroof.report.plot import render_plot

@@ -13,7 +13,15 @@ from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
 from onnxroof.cli import app
-from onnxroof.profile import ProfileResult, Row, explain, map_optimized_nodes, profile, random_inputs, spearman
+from onnxroof.measure.profile.profiler import (
+    ProfileResult,
+    Row,
+    explain,
+    map_optimized_nodes,
+    profile,
+    random_inputs,
+    spearman,
+)
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 FAST = {"profiled_runs": 5, "wall_budget_s": 0.1}
@@ -193,7 +201,7 @@ def test_random_inputs_need_bound_dims() -> None:
     feeds = random_inputs([("ids", [1, 4], "int64"), ("x", [2, 3], "float32"), ("m", [2], "bool")])
     assert feeds["ids"].shape == (1, 4) and feeds["ids"].max() <= 1
     assert feeds["x"].dtype.name == "float32" and feeds["m"].dtype.name == "bool"
-    from onnxroof.errors import OnnxroofError
+    from onnxroof.core.errors import OnnxroofError
 
     with pytest.raises(OnnxroofError, match="--dim"):
         random_inputs([("x", [None, 3], "float32")])
@@ -245,10 +253,10 @@ def test_optimized_graph_from_onnxruntime_is_a_model() -> None:
 def test_report_and_profile_agree_on_a_measured_platform(tmp_path: Path) -> None:
     """On a calibrated platform, profile's predicted rows are the report's kernels (one prediction, not two),
     and those kernels apply the measured efficiency, cache levels and cold weights exactly as classify does."""
-    from onnxroof.cost import Cost
-    from onnxroof.platform import load_platform
-    from onnxroof.profile import cold_weight_share, kernel_figures
-    from onnxroof.roofline import classify
+    from onnxroof.core.cost import Cost
+    from onnxroof.measure.profile.profiler import cold_weight_share, kernel_figures
+    from onnxroof.platform.lookup import load_platform
+    from onnxroof.roofline.classify import classify
 
     host, report = tmp_path / "host.toml", tmp_path / "report.json"
     result = CliRunner().invoke(app, ["calibrate", "--quick", "-o", str(host)])

@@ -26,11 +26,11 @@ from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 from test_quantized import CNN_DIMS, TRANSFORMER_DIMS, RandomInputs, quantize_sample
 
 import onnxroof
-from onnxroof.analysis import cost_node
-from onnxroof.fusion import fuse
-from onnxroof.fusion_patterns import PATTERNS_BY_NAME, EdgePattern
-from onnxroof.ir import build_ir
-from onnxroof.load import load_model
+from onnxroof.core.ir import build_ir
+from onnxroof.costing.node import cost_node
+from onnxroof.fusion.fuse import fuse
+from onnxroof.fusion.patterns import PATTERNS_BY_NAME, EdgePattern
+from onnxroof.load.reader import load_model
 
 #: The QDQ patterns and the quantized op ONNX Runtime makes of each.
 MAKES = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from onnxroof.registry import KINDS, DuplicateRuleError, all_rules, lookup, rule
+import onnxroof.rules  # noqa: F401  (registers every rule family)
+from onnxroof.core.registry import KINDS, DuplicateRuleError, all_rules, lookup, rule
 
 # The op types the core issue requires (light models, torchvision CNNs, HF transformers, YOLO detectors).
 REQUIRED = (

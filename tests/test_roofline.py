@@ -8,10 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onnxroof.cost import Cost
-from onnxroof.errors import PlatformError
-from onnxroof.platform import load_platform
-from onnxroof.roofline import BOUND_COMPUTE, BOUND_MEMORY, BOUND_NONE, classify, precision_of, resolve_precision
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import PlatformError
+from onnxroof.platform.lookup import load_platform
+from onnxroof.roofline.classify import (
+    BOUND_COMPUTE,
+    BOUND_MEMORY,
+    BOUND_NONE,
+    classify,
+    precision_of,
+    resolve_precision,
+)
 
 XAVIER = load_platform("xavier")
 

@@ -16,11 +16,11 @@ from helpers import ENERGY_TOML, write_platform
 from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
-from onnxroof.analysis import analyze
+from onnxroof.analysis.analyze import analyze
 from onnxroof.cli import app
-from onnxroof.errors import DimsError, PlatformError
+from onnxroof.core.errors import DimsError, PlatformError
 from onnxroof.report.sweep_view import POINT_FIELDS, render_sweep_chart, sweep_dict
-from onnxroof.sweep import (
+from onnxroof.studies.sweep import (
     SweepError,
     SweepPoint,
     is_batch_dim,

@@ -18,12 +18,13 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 import onnxroof
+from onnxroof.analysis.whatif import WhatIfError, compressed_itemsize, load_layer_densities
 from onnxroof.cli import app
-from onnxroof.energy import energy_ridge, floorline
-from onnxroof.errors import PlatformError
-from onnxroof.pe_array import GemmShape, utilization
-from onnxroof.platform import PEArray, load_platform
-from onnxroof.whatif import WhatIfError, compressed_itemsize, load_layer_densities
+from onnxroof.core.errors import PlatformError
+from onnxroof.platform.lookup import load_platform
+from onnxroof.platform.model import PEArray
+from onnxroof.roofline.energy import energy_ridge, floorline
+from onnxroof.roofline.pe_array import GemmShape, utilization
 
 PJ = 1e-12
 

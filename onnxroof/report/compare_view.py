@@ -17,11 +17,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from onnxroof.compare import CompareRow, Comparison
+from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.report.console import short_ops
 from onnxroof.report.data import csv_text
 from onnxroof.report.plot import figure_bytes, plain_text
-from onnxroof.report.units import joules, percent, seconds, si
+from onnxroof.studies.compare import CompareRow, Comparison
 
 COMPARE_SCHEMA = 1
 LOG_SPAN = 100.0

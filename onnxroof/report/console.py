@@ -9,10 +9,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from onnxroof.analysis import Analysis
-from onnxroof.findings import Finding, find
+from onnxroof.analysis.analyze import Analysis
+from onnxroof.analysis.findings import Finding, find
+from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.report.columns import Column, fit_columns, table_width
-from onnxroof.report.units import joules, percent, seconds, si
 
 
 def _shape(shape: list | None) -> str:

@@ -1,7 +1,7 @@
 """The floorline chart (matplotlib, PNG/SVG/PDF): energy per operation against arithmetic intensity.
 
 Log–log. The floor is the least energy per operation a kernel of intensity ``I`` can spend with every byte
-from DRAM, ``E_op + E_dram / I`` (:func:`onnxroof.energy.floorline`), for the precision the most predicted
+from DRAM, ``E_op + E_dram / I`` (:func:`onnxroof.roofline.energy.floorline`), for the precision the most predicted
 time computes at (other precisions the model computes in: thinner grey floors); it falls towards the
 horizontal asymptote ``E_op`` and crosses ``2·E_op`` at the energy ridge ``I* = E_dram / E_op``, where moving
 data and computing cost the same. Each kernel with arithmetic is a point at (intensity, its energy ÷ its
@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from onnxroof.analysis import Analysis
-from onnxroof.compare import main_precision
-from onnxroof.energy import byte_energy, energy_ridge, op_energy
-from onnxroof.errors import OnnxroofError
+from onnxroof.analysis.analyze import Analysis
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.units import joules
 from onnxroof.report.html import BOUND_COLOURS
 from onnxroof.report.plot import decades, figure_bytes, plain_text
-from onnxroof.report.units import joules
+from onnxroof.roofline.energy import byte_energy, energy_ridge, op_energy
+from onnxroof.studies.compare import main_precision
 
 
 class NoEnergyError(OnnxroofError):

@@ -29,12 +29,13 @@ from typing import Any
 import onnx
 import onnx.inliner
 
-from onnxroof.analysis import STATE_COSTED, STATE_UNSUPPORTED, Analysis, NodeResult
-from onnxroof.errors import ModelError, OnnxroofError, one_line
-from onnxroof.kernels import KernelResult
-from onnxroof.load import read_model
-from onnxroof.report.units import percent, seconds, si
-from onnxroof.roofline import BOUND_COMPUTE, BOUND_MEMORY
+from onnxroof.analysis.analyze import Analysis, NodeResult
+from onnxroof.core.errors import ModelError, OnnxroofError, one_line
+from onnxroof.core.units import percent, seconds, si
+from onnxroof.costing.node import STATE_COSTED, STATE_UNSUPPORTED
+from onnxroof.load.reader import read_model
+from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
+from onnxroof.roofline.kernels import KernelResult
 
 PREFIX = "onnxroof."
 DOT_MAX_LABEL = 48

@@ -2,11 +2,11 @@
 
 Everything the page needs is inline: the stylesheet, one small script (no chart library, no CDN, no web
 font) and the data, as two ``<script type="application/json">`` blocks — ``onnxroof-analysis`` holds the
-documented JSON document (:func:`onnxroof.report.data.to_dict`, so a reader can pull it back out of the
+documented JSON document (:func:`onnxroof.analysis.document.to_dict`, so a reader can pull it back out of the
 page) and ``onnxroof-view`` the colours the charts share with the server-rendered parts.
 
 Given a profile (``onnxroof report --profile PROF.json``), the document carries its ``measured`` section
-(:mod:`onnxroof.measured_overlay`): the chart adds a measured point per kernel (FLOPs ÷ measured time, at the
+(:mod:`onnxroof.measure.overlay`): the chart adds a measured point per kernel (FLOPs ÷ measured time, at the
 kernel's intensity) joined to its predicted point, and the kernel table a measured-time and a ratio column.
 
 Model strings (node, tensor and graph names, doc strings) are untrusted. The template autoescapes every
@@ -31,14 +31,14 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from onnxroof.analysis import Analysis, NodeResult
-from onnxroof.compare import main_precision
-from onnxroof.energy import byte_energy, energy_ridge, op_energy
-from onnxroof.kernels import KernelResult
-from onnxroof.measured_overlay import MeasuredOverlay, with_measured
-from onnxroof.report.data import SCHEMA_VERSION, to_dict
-from onnxroof.report.units import joules, percent, seconds, si
-from onnxroof.roofline import BOUND_COMPUTE, BOUND_MEMORY
+from onnxroof.analysis.analyze import Analysis, NodeResult
+from onnxroof.analysis.document import SCHEMA_VERSION, to_dict
+from onnxroof.core.units import joules, percent, seconds, si
+from onnxroof.measure.overlay import MeasuredOverlay, with_measured
+from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
+from onnxroof.roofline.energy import byte_energy, energy_ridge, op_energy
+from onnxroof.roofline.kernels import KernelResult
+from onnxroof.studies.compare import main_precision
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -179,10 +179,10 @@ SEVERITY_CLASSES = ("error", "warning", "note")
 
 
 def _findings(analysis: Analysis) -> list[dict[str, Any]] | None:
-    """The lint findings when :mod:`onnxroof.findings` exists (None: the section is not rendered)."""
-    if importlib.util.find_spec("onnxroof.findings") is None:
+    """The lint findings when :mod:`onnxroof.analysis.findings` exists (None: the section is not rendered)."""
+    if importlib.util.find_spec("onnxroof.analysis.findings") is None:
         return None
-    from onnxroof.findings import find
+    from onnxroof.analysis.findings import find
 
     return [
         {
@@ -327,6 +327,6 @@ def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dic
 
 def render_html(analysis: Analysis, measured: MeasuredOverlay | None = None) -> str:
     """The report as one self-contained HTML document; with ``measured`` (a profile's
-    :class:`~onnxroof.measured_overlay.MeasuredOverlay`) the chart and the kernel table show measured times beside
+    :class:`~onnxroof.measure.overlay.MeasuredOverlay`) the chart and the kernel table show measured times beside
     the predicted ones, and the embedded document carries its ``measured`` section."""
     return _environment().get_template("report.html.j2").render(_context(analysis, measured))

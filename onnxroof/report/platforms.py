@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from onnxroof.platform import Platform
-from onnxroof.registry import RuleEntry
+from onnxroof.core.registry import RuleEntry
+from onnxroof.core.units import si
+from onnxroof.platform.model import Platform
 from onnxroof.report.columns import Column, fit_columns, table_width
-from onnxroof.report.units import si
 
 _SHOWN = ("fp32", "fp16", "bf16", "int8")
 _MIN_TITLE_WIDTH = 20
@@ -105,7 +105,7 @@ def _energy_per_op_text(p: Platform) -> str:
 
 def render_platforms_json(platforms: tuple[Platform, ...]) -> str:
     """Every platform's figures in SI units, as the report JSON's ``platform`` object."""
-    from onnxroof.report.data import platform_fields
+    from onnxroof.analysis.document import platform_fields
 
     return json.dumps([platform_fields(p) for p in platforms], indent=2) + "\n"
 

@@ -18,10 +18,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from onnxroof.analysis import Analysis
-from onnxroof.errors import OnnxroofError
+from onnxroof.analysis.analyze import Analysis
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.units import seconds, si
 from onnxroof.report.html import OTHER_COLOUR, PALETTE, op_colours, op_type_time
-from onnxroof.report.units import seconds, si
 
 FORMATS = ("png", "svg", "pdf")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")

@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.report.data import csv_text
 from onnxroof.report.plot import decades, figure_bytes, plain_text
-from onnxroof.report.units import joules, percent, seconds, si
-from onnxroof.sweep import AXIS_DIM, Sweep, SweepPoint
+from onnxroof.studies.sweep import AXIS_DIM, Sweep, SweepPoint
 
 SWEEP_SCHEMA = 1
 POINT_FIELDS = (
@@ -208,7 +208,7 @@ def sweep_figure(sweep: Sweep, title: str | None = None):
 
 def _y_axis(ax, values: list[float], unit: Callable[[float], str]) -> None:
     """Log scale on whole decades when the positive values span more than :data:`LOG_SPAN`, else linear from 0;
-    tick labels through ``unit`` (a formatter of :mod:`onnxroof.report.units`)."""
+    tick labels through ``unit`` (a formatter of :mod:`onnxroof.core.units`)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     positive = [v for v in values if v > 0 and math.isfinite(v)]

@@ -10,8 +10,8 @@ from helpers import W, cost_of, make_op
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onnxroof.errors import ShapeUnknown
-from onnxroof.registry import STATUS_EXACT, all_rules, lookup
+from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.registry import STATUS_EXACT, all_rules, lookup
 
 F32 = "float32"
 SHAPE = (2, 3, 4)

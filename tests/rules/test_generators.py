@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from onnxroof.cost import Cost
-from onnxroof.errors import ShapeUnknown
-from onnxroof.registry import STATUS_APPROXIMATE, all_rules, lookup
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.registry import STATUS_APPROXIMATE, all_rules, lookup
 from onnxroof.rules.generators import RANDOM_FLOPS_PER_ELEMENT
 
 F32, I64 = 4, 8

@@ -9,9 +9,9 @@ from helpers import W, cost_of, make_op
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onnxroof.cost import Cost
-from onnxroof.errors import ShapeUnknown
-from onnxroof.registry import STATUS_APPROXIMATE, all_rules, lookup
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.registry import STATUS_APPROXIMATE, all_rules, lookup
 from onnxroof.rules.indexing import BOX_AREA_FLOPS, IOU_FLOPS
 
 V, D, B, S = 50_000, 768, 4, 128

@@ -9,9 +9,9 @@ from helpers import W, cost_of, make_op
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onnxroof.cost import Cost
-from onnxroof.errors import ShapeUnknown
-from onnxroof.registry import KIND_LAYOUT, KIND_METADATA, KIND_VIEW, all_rules, lookup
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.registry import KIND_LAYOUT, KIND_METADATA, KIND_VIEW, all_rules, lookup
 
 B, S, D = 4, 128, 64
 N, C, H, WD = 2, 3, 16, 24

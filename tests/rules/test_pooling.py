@@ -9,8 +9,8 @@ from helpers import cost_of, make_op
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onnxroof.errors import ShapeUnknown
-from onnxroof.registry import all_rules
+from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.registry import all_rules
 
 F32 = "float32"
 I64 = "int64"

@@ -11,10 +11,10 @@ import pytest
 from helpers import W, cost_of, make_op, parse_model
 
 import onnxroof
-from onnxroof.ir import build_ir
-from onnxroof.load import load_model
-from onnxroof.registry import lookup
-from onnxroof.roofline import precision_of
+from onnxroof.core.ir import build_ir
+from onnxroof.core.registry import lookup
+from onnxroof.load.reader import load_model
+from onnxroof.roofline.classify import precision_of
 
 F32, I8, U8, I32 = "float32", "int8", "uint8", "int32"
 MS = "com.microsoft"

@@ -1,0 +1,341 @@
+"""The analysis: every node costed, placed on the roofline, and summed — as one immutable value.
+
+``analyze(model, platform, dims)`` is the public entry point; the CLI and every renderer consume the
+:class:`Analysis` it returns. Numbers stay numbers in SI units (FLOPs, bytes, seconds); formatting happens
+only in renderers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import networkx as nx
+import onnx
+
+from onnxroof.analysis.grouping import array_utilization, build_kernels, channels_of, cold_weight_bytes
+from onnxroof.analysis.liveness import peak_activation_memory
+from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
+from onnxroof.analysis.whatif import (
+    Densities,
+    WhatIf,
+    compute_density,
+    make_restate,
+    operand_densities,
+    skip_zeros,
+    tensor_densities,
+    whatif_warnings,
+)
+from onnxroof.core.errors import StrictError
+from onnxroof.core.ir import ModelIR, OpView, build_ir
+from onnxroof.core.registry import KIND_VIEW, lookup
+from onnxroof.costing.control_flow import NodeCost
+from onnxroof.costing.node import STATE_COSTED, STATE_UNKNOWN_SHAPE, STATE_UNSUPPORTED, STATES, cost_node
+from onnxroof.costing.node import op_key as _op_key
+from onnxroof.fusion.fuse import Miss
+from onnxroof.load.reader import load_model
+from onnxroof.platform.lookup import load_platform
+from onnxroof.platform.model import Platform
+from onnxroof.roofline.classify import classify, op_class, precision_of, resolve_precision
+from onnxroof.roofline.kernels import KernelResult, Placement, placed_fields
+
+
+def _shape_text(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
+    return None if shape is None else list(shape)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult(Placement):
+    """One node: what it is, what it costs, where it sits on the roofline."""
+
+    id: str
+    name: str
+    op_type: str
+    domain: str
+    state: str
+    kind: str  # compute | layout | view | metadata | "" (no rule)
+    dtype: str
+    precision: str
+    input_shapes: tuple[list[int | None] | None, ...]
+    output_shapes: tuple[list[int | None] | None, ...]
+    note: str = ""
+    compute_density: float = 1.0
+    """Share of the node's dense FLOPs counted under ``skip_compute`` (1: all; see :mod:`onnxroof.analysis.whatif`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain data (shapes as lists)."""
+        data = self._plain()
+        data["input_shapes"] = list(self.input_shapes)
+        data["output_shapes"] = list(self.output_shapes)
+        return data
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    path: str | None
+    graph_name: str
+    producer: str
+    ir_version: int
+    opset: int
+    nodes: int
+    dims: Mapping[str, int]
+    inputs: tuple[tuple[str, list[int | None] | None, str], ...]
+    outputs: tuple[tuple[str, list[int | None] | None, str], ...]
+    subgraph_nodes: tuple[str, ...]  # If/Loop/Scan node ids (their bodies are costed, see control_flow)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything onnxroof knows about one model on one platform. Immutable."""
+
+    model: ModelSummary
+    platform: Platform
+    precision_override: str | None
+    nodes: tuple[NodeResult, ...]
+    totals: Totals
+    op_types: tuple[OpTypeRow, ...]
+    unsupported: Mapping[str, tuple[str, ...]]  # "domain::op_type" or op_type -> node ids
+    warnings: tuple[str, ...]
+    kernels: tuple[KernelResult, ...] = ()
+    fusion_profile: str = "none"
+    fusion_misses: tuple[Miss, ...] = ()
+    graph: nx.DiGraph = field(compare=False, repr=False, default=None)
+    whatif: WhatIf = field(default_factory=WhatIf)
+    """The what-if knobs the model was costed with (precision, densities, compress_mem, skip_compute)."""
+
+    def kernel_of(self, node_id: str) -> KernelResult | None:
+        """The kernel a node runs in (None for nodes that do not run)."""
+        for kernel in self.kernels:
+            if node_id in kernel.node_ids:
+                return kernel
+        return None
+
+    def top_kernels(self, count: int) -> tuple[KernelResult, ...]:
+        ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
+        return tuple(ranked[:count])
+
+    def to_dataframe(self):
+        """Per-node results as a pandas DataFrame (one row per node, SI units)."""
+        import pandas as pd
+
+        return pd.DataFrame([n.to_dict() for n in self.nodes])
+
+    def top_nodes(self, count: int) -> tuple[NodeResult, ...]:
+        ranked = sorted((n for n in self.nodes if n.latency_s > 0), key=lambda n: (-n.latency_s, n.id))
+        return tuple(ranked[:count])
+
+
+# --------------------------------------------------------------------------------------------- costing
+
+
+def analyze(
+    model: str | os.PathLike | onnx.ModelProto,
+    platform: str | os.PathLike | Platform = "xavier",
+    dims: Mapping[str, object] | None = None,
+    precision: str | None = None,
+    strict: bool = False,
+    fusion: str | None = None,
+    *,
+    densities: Mapping[str, float] | None = None,
+    layer_densities: Mapping[str, Mapping[str, float]] | None = None,
+    compress_mem: bool = False,
+    skip_compute: bool = False,
+) -> Analysis:
+    """Cost every node of ``model`` and place it on ``platform``'s roofline.
+
+    ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` re-costs the model as if run in that
+    precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element size, every node
+    its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no static shape;
+    ``fusion`` names the fusion profile (default: the platform's). ``densities`` (``{"weight": 0.5}``, kinds
+    weight/input/output) and ``layer_densities`` (node name or id -> densities) with ``compress_mem`` and
+    ``skip_compute`` are FRAME's sparsity knobs (:mod:`onnxroof.analysis.whatif`).
+    """
+    plan = WhatIf(
+        precision=precision,
+        densities=Densities(**(densities or {})),
+        layers=MappingProxyType({k: Densities(**v) for k, v in (layer_densities or {}).items()}),
+        compress_mem=compress_mem,
+        skip_compute=skip_compute,
+    )
+    with _gc_paused():
+        return _analyze(model, platform, dims, plan, strict, fusion)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while one analysis allocates its many small, long-lived objects.
+
+    Measured on the 2,681-node decoder: analyze() 15-25% faster; nothing here creates reference cycles that
+    must be collected mid-run, and the collector's previous state is restored.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _analyze(
+    model: str | os.PathLike | onnx.ModelProto,
+    platform: str | os.PathLike | Platform,
+    dims: Mapping[str, object] | None,
+    plan: WhatIf,
+    strict: bool,
+    fusion: str | None,
+) -> Analysis:
+    target = platform if isinstance(platform, Platform) else load_platform(platform)
+    precision = plan.precision
+    if precision is not None:
+        target.peak(precision)  # raises PlatformError naming what the platform has
+    loaded = load_model(model, dims)
+    density_map = tensor_densities(loaded.model.graph, plan)
+    ir = build_ir(loaded.model, loaded.value_types, make_restate(plan, density_map))
+    warnings = list(loaded.warnings) + whatif_warnings(plan, target)
+
+    results: list[NodeResult] = []
+    node_costs: list[NodeCost] = []
+    fallbacks: Counter[tuple[str, str]] = Counter()
+    for op in ir.ops:
+        node_cost = cost_node(op, ir, loaded.model.graph)
+        wanted = precision or precision_of(op.dtype)
+        used = resolve_precision(target, wanted)
+        if used != wanted:
+            fallbacks[(wanted, used)] += 1
+        density = 1.0
+        if plan.skip_compute and node_cost.state == STATE_COSTED and node_cost.cost.macs > 0:
+            density = compute_density(
+                target.sparsity, used in target.sparse_peak_flops, *operand_densities(op.inputs, density_map)
+            )
+            if density < 1.0:
+                node_cost = replace(node_cost, cost=skip_zeros(node_cost.cost, density))
+        node_costs.append(node_cost)
+        state, kind, cost, note = node_cost.state, node_cost.kind, node_cost.cost, node_cost.note
+        point = classify(
+            cost,
+            target,
+            used,
+            runs=state == STATE_COSTED,
+            launches=node_cost.launches,
+            op_class=op_class(op.op_type, op.domain, op.attrs, channels_of(op)),
+            utilization=array_utilization(target, (op,)),
+        )
+        results.append(
+            NodeResult(
+                id=op.id,
+                name=op.name,
+                op_type=op.op_type,
+                domain=op.domain,
+                state=state,
+                kind=kind,
+                dtype=op.dtype,
+                precision=used,
+                input_shapes=tuple(_shape_text(t.shape) if t else None for t in op.inputs),
+                output_shapes=tuple(_shape_text(t.shape) if t else None for t in op.outputs),
+                **placed_fields(cost, point),
+                note=note,
+                compute_density=density,
+            )
+        )
+    for (wanted, used), count in sorted(fallbacks.items()):
+        warnings.append(f"platform '{target.name}' has no {wanted} peak: {count} node(s) use its {used} peak")
+    warnings += _shape_warnings(ir, results)
+
+    unsupported: dict[str, list[str]] = {}
+    for op, result, node_cost in zip(ir.ops, results, node_costs, strict=True):
+        if result.state == STATE_UNSUPPORTED:
+            unsupported.setdefault(_op_key(op), []).append(op.id)
+        for inner in node_cost.unsupported:  # ops without a rule inside If/Loop/Scan bodies
+            unsupported.setdefault(inner, []).append(op.id)
+    if strict:
+        _raise_if_incomplete(results, unsupported)
+
+    profile = fusion or target.fusion_profile
+    weights = _distinct_weights(node_costs)
+    peak = peak_activation_memory(ir, _is_view)
+    cold = cold_weight_bytes(
+        target, sum(b for _, b in weights.values()), sum(n for n, _ in weights.values()), peak.bytes
+    )
+    kernels, misses = build_kernels(ir, results, node_costs, profile, target, cold)
+    running = [r for r in results if r.state == STATE_COSTED]
+    states = {state: sum(1 for r in results if r.state == state) for state in STATES}
+    totals = build_totals(results, running, states, weights, peak, kernels, target)
+    summary = _model_summary(loaded, ir)
+    return Analysis(
+        model=summary,
+        platform=target,
+        precision_override=precision,
+        nodes=tuple(results),
+        totals=totals,
+        op_types=op_type_rows(results, kernels, totals.latency_s),
+        unsupported=MappingProxyType({k: tuple(v) for k, v in unsupported.items()}),
+        warnings=tuple(warnings),
+        kernels=kernels,
+        fusion_profile=profile,
+        fusion_misses=misses,
+        graph=ir.graph,
+        whatif=plan,
+    )
+
+
+def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
+    producer = {t.name: op.id for op in ir.ops for t in op.outputs if t is not None}
+    warnings = []
+    for result in results:
+        if result.state == STATE_UNKNOWN_SHAPE:
+            tensor = result.note.split("'")[1] if "'" in result.note else "?"
+            origin = producer.get(tensor)
+            made_by = f" (produced by node {origin})" if origin else ""
+            warnings.append(
+                f"node {result.id} ({result.op_type}) not costed: tensor '{tensor}' has no static shape{made_by}"
+            )
+    return warnings
+
+
+def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, list[str]]) -> None:
+    parts = [f"{op} ×{len(ids)}" for op, ids in sorted(unsupported.items())]
+    unknown = [r.id for r in results if r.state == STATE_UNKNOWN_SHAPE]
+    if unknown:
+        parts.append(f"{len(unknown)} node(s) without static shapes (first: {unknown[0]})")
+    if parts:
+        raise StrictError(f"--strict: not every node could be costed: {', '.join(parts)}")
+
+
+def _distinct_weights(node_costs: list[NodeCost]) -> dict[str, tuple[float, float]]:
+    """Weight name -> (elements, bytes): a weight shared by several nodes counts once."""
+    weights: dict[str, tuple[float, float]] = {}
+    for node_cost in node_costs:
+        weights.update(node_cost.weights)
+    return weights
+
+
+def _is_view(op: OpView) -> bool:
+    entry = lookup(op.domain, op.op_type)
+    return entry is not None and entry.kind == KIND_VIEW
+
+
+def _model_summary(loaded, ir: ModelIR) -> ModelSummary:
+    model = loaded.model
+
+    def describe(names):
+        return tuple((n, _shape_text(ir.tensors[n].shape), ir.tensors[n].dtype) for n in names if n in ir.tensors)
+
+    return ModelSummary(
+        path=str(loaded.path) if loaded.path else None,
+        graph_name=model.graph.name,
+        producer=" ".join(p for p in (model.producer_name, model.producer_version) if p),
+        ir_version=model.ir_version,
+        opset=loaded.opset,
+        nodes=len(ir.ops),
+        dims=loaded.dims,
+        inputs=describe(ir.graph_inputs),
+        outputs=describe(ir.graph_outputs),
+        subgraph_nodes=tuple(op.id for op in ir.ops if op.subgraphs),
+    )

@@ -1,0 +1,181 @@
+"""The analysis as one plain document: the documented JSON schema (``schema: 1``, docs/json-schema.md).
+
+Every figure is a plain number in SI units (FLOPs, bytes, seconds, FLOP/s, B/s). Infinite intensities
+(FLOPs with no bytes moved) become ``None`` (JSON ``null``). Renderers serialize it; gates, diffs, the
+measured overlay and the fleet table read it, so every output shows the same figures.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from onnxroof.analysis.analyze import Analysis, NodeResult
+from onnxroof.analysis.findings import find
+from onnxroof.platform.model import Platform
+
+SCHEMA_VERSION = 1
+
+NODE_FIELDS = (
+    "id",
+    "name",
+    "op_type",
+    "domain",
+    "state",
+    "kind",
+    "dtype",
+    "precision",
+    "input_shapes",
+    "output_shapes",
+    "flops",
+    "macs",
+    "bytes_read",
+    "bytes_written",
+    "params",
+    "intensity",
+    "peak_flops",
+    "ridge",
+    "attainable_flops",
+    "t_compute_s",
+    "t_memory_s",
+    "t_overhead_s",
+    "latency_s",
+    "bound",
+    "utilization",
+    "compute_density",
+    "energy_j",
+    "energy_compute_j",
+    "energy_memory_j",
+    "energy_bound",
+    "note",
+)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def node_fields(node: NodeResult) -> dict[str, Any]:
+    data = node.to_dict()
+    return {key: _finite(data[key]) for key in NODE_FIELDS}
+
+
+def platform_dict(analysis: Analysis) -> dict[str, Any]:
+    return platform_fields(analysis.platform)
+
+
+def platform_fields(p: Platform) -> dict[str, Any]:
+    """A platform's figures in SI units (FLOP/s, B/s, bytes, seconds, joules)."""
+    return {
+        "name": p.name,
+        "title": p.title,
+        "kind": p.kind,
+        "source": p.path,
+        "peak_flops": dict(p.peak_flops),
+        "sparse_peak_flops": dict(p.sparse_peak_flops),
+        "dram_bandwidth": p.dram_bandwidth,
+        "ridge": {precision: p.ridge(precision) for precision in p.precisions()},
+        "memory_capacity": p.memory_capacity,
+        "onchip_memory": p.onchip_memory,
+        "tdp_w": p.tdp_w,
+        "launch_overhead_s": p.launch_overhead_s,
+        "fusion_profile": p.fusion_profile,
+        "onchip_bandwidth": p.onchip_bandwidth,
+        "sparsity": p.sparsity,
+        "array": None
+        if p.array is None
+        else {
+            "height": p.array.height,
+            "width": p.array.width,
+            "instances": p.array.instances,
+            "clock_hz": p.array.clock_hz,
+            "peak_flops": p.array.peak_flops,
+        },
+        "energy_per_op_j": dict(p.energy_per_op),
+        "energy_per_byte_j": dict(p.energy_per_byte),
+    }
+
+
+def _bounds(bounds) -> dict[str, float]:
+    return {"flops": bounds.flops, "bytes": bounds.bytes, "latency_s": bounds.latency_s}
+
+
+def to_dict(analysis: Analysis) -> dict[str, Any]:
+    """The stable JSON document (see docs/json-schema.md)."""
+    m, t = analysis.model, analysis.totals
+    return {
+        "schema": SCHEMA_VERSION,
+        "model": {
+            "path": m.path,
+            "graph_name": m.graph_name,
+            "producer": m.producer,
+            "ir_version": m.ir_version,
+            "opset": m.opset,
+            "nodes": m.nodes,
+            "dims": dict(m.dims),
+            "inputs": [{"name": n, "shape": s, "dtype": d} for n, s, d in m.inputs],
+            "outputs": [{"name": n, "shape": s, "dtype": d} for n, s, d in m.outputs],
+            "subgraph_nodes": list(m.subgraph_nodes),
+        },
+        "platform": platform_dict(analysis),
+        "precision_override": analysis.precision_override,
+        "whatif": analysis.whatif.to_dict(),
+        "totals": {
+            "flops": t.flops,
+            "macs": t.macs,
+            "params": t.params,
+            "weight_bytes": t.weight_bytes,
+            "bytes_read": t.bytes_read,
+            "bytes_written": t.bytes_written,
+            "bytes": t.bytes,
+            "latency_s": t.latency_s,
+            "compute_time_s": t.compute_time_s,
+            "memory_time_s": t.memory_time_s,
+            "overhead_time_s": t.overhead_time_s,
+            "memory_bound_share": t.memory_bound_share,
+            "peak_activation_bytes": t.peak_activation_bytes,
+            "peak_activation_node": t.peak_activation_node,
+            "nodes": t.nodes,
+            "kernels": t.kernels,
+            "states": dict(t.states),
+            "unfused": _bounds(t.unfused),
+            "fused": _bounds(t.fused),
+            "ideal": _bounds(t.ideal),
+            "layout_bytes": t.layout_bytes,
+            "layout_latency_s": t.layout_latency_s,
+            "layout_share": t.layout_share,
+            "energy_j": t.energy_j,
+            "energy_compute_j": t.energy_compute_j,
+            "energy_memory_j": t.energy_memory_j,
+            "energy_delay_js": t.energy_delay_js,
+            "energy_memory_share": t.energy_memory_share,
+            "array_utilization": t.array_utilization,
+        },
+        "nodes": [node_fields(n) for n in analysis.nodes],
+        "kernels": [{key: _finite(value) for key, value in k.to_dict().items()} for k in analysis.kernels],
+        "fusion": {
+            "profile": analysis.fusion_profile,
+            "misses": [
+                {"pattern": m.pattern, "nodes": list(m.node_ids), "reason": m.reason} for m in analysis.fusion_misses
+            ],
+        },
+        "op_types": [
+            {
+                "op_type": r.op_type,
+                "domain": r.domain,
+                "count": r.count,
+                "flops": r.flops,
+                "macs": r.macs,
+                "bytes": r.bytes,
+                "params": r.params,
+                "latency_s": r.latency_s,
+                "share": r.share,
+            }
+            for r in analysis.op_types
+        ],
+        "unsupported": {op: {"count": len(ids), "nodes": list(ids)} for op, ids in analysis.unsupported.items()},
+        "findings": [finding.to_dict() for finding in find(analysis)],
+        "warnings": list(analysis.warnings),
+    }

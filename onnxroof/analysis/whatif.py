@@ -1,0 +1,334 @@
+"""What-if knobs: re-cost a model as if it ran in another precision, or with sparse tensors (FRAME's knobs).
+
+Precision (``--precision P``): every floating-point tensor (weights, inputs, activations) is restated at the
+element size of ``P`` (:data:`ELEMENT_SIZE`: fp32/tf32 4 B, fp16/bf16 2 B, fp8/int8 1 B, int4 ½ B, fp64 8 B);
+integer and boolean tensors (indices, shapes, masks, already-quantized weights) keep theirs. Every node then
+computes at the platform's ``P`` peak (the analysis forces it).
+
+Sparsity: a *density* ``d`` in (0, 1] is the share of non-zero elements. Densities are given for ``weight``,
+``input`` and ``output`` tensors, uniformly (``--density weight=0.5``) or per layer (a density file keyed by
+node name or node id, :func:`load_layer_densities`). One tensor has one density:
+
+* a weight (an initializer, a Constant, or computed from those) takes the weight density of the layers that
+  read it (the largest, when several do);
+* a run-time tensor takes the output density of the layer that writes it when one is given (per layer, else
+  uniform), else the input density of the layers that read it (the largest); graph inputs the latter;
+* anything else, and load-time values such as shapes, is dense (1). The bodies of If/Loop/Scan are dense too
+  (per-layer keys name main-graph nodes; precision restatement does reach the bodies).
+
+Two switches, separate as in FRAME:
+
+* ``compress_mem``: a tensor of density ``d`` and element size ``s`` is stored compressed with a one-bit
+  occupancy bitmap per element: ``s' = min(s, s·d + 1/8)`` bytes per element (never larger than dense);
+  every rule and the fusion pass then charge the compressed bytes. For 2:4 storage the overhead is the same
+  (a 2-bit index per kept element at d = ½ is ⅛ B per element).
+* ``skip_compute``: the FLOPs and MACs of multiply-accumulate ops (Conv, MatMul, Gemm, recurrent cells...:
+  rules that report MACs) scale by the compute density the platform can exploit (:func:`compute_density`):
+  ``2:4`` hardware (a sparse peak for the node's precision) runs a layer whose weight density is ≤ ½ at
+  density ½ exactly and cannot use any other sparsity; ``unstructured`` hardware skips every zero operand
+  pair: ``d_weight · d_input``; ``none`` skips nothing. Other ops are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+
+import onnx
+
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.ir import ROLE_STATIC, ROLE_WEIGHT, Restate, TensorInfo, node_id
+from onnxroof.platform.model import Platform
+
+ELEMENT_SIZE: Mapping[str, float] = MappingProxyType(
+    {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+)
+"""Bytes per element a tensor of each precision occupies in memory (tf32 is stored as fp32)."""
+DTYPE_OF_PRECISION: Mapping[str, str] = MappingProxyType(
+    {
+        "fp64": "float64",
+        "fp32": "float32",
+        "tf32": "float32",
+        "fp16": "float16",
+        "bf16": "bfloat16",
+        "fp8": "float8e4m3fn",
+        "int8": "int8",
+        "int4": "int4",
+    }
+)
+DENSITY_KINDS: tuple[str, ...] = ("weight", "input", "output")
+BITMAP_BYTES_PER_ELEMENT = 1 / 8
+"""Index overhead of a compressed tensor: one occupancy bit per element."""
+STRUCTURED_DENSITY = 0.5
+"""The only density 2:4 structured sparsity can run at: two non-zeros in every four."""
+
+
+class WhatIfError(OnnxroofError):
+    """A what-if option or density file is malformed (names the option, file or key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Densities:
+    """Densities of a layer's weights, inputs and outputs; None: not given."""
+
+    weight: float | None = None
+    input: float | None = None
+    output: float | None = None
+
+    def to_dict(self) -> dict[str, float]:
+        return {kind: value for kind in DENSITY_KINDS if (value := getattr(self, kind)) is not None}
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The what-if knobs of one analysis (all off by default)."""
+
+    precision: str | None = None
+    densities: Densities = field(default_factory=Densities)
+    layers: Mapping[str, Densities] = field(default_factory=lambda: MappingProxyType({}))
+    """Per-layer densities, keyed by node name or node id."""
+    compress_mem: bool = False
+    skip_compute: bool = False
+
+    @property
+    def has_densities(self) -> bool:
+        return bool(self.densities.to_dict()) or any(d.to_dict() for d in self.layers.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "precision": self.precision,
+            "densities": self.densities.to_dict(),
+            "layer_densities": {name: d.to_dict() for name, d in sorted(self.layers.items())},
+            "compress_mem": self.compress_mem,
+            "skip_compute": self.skip_compute,
+        }
+
+
+# ------------------------------------------------------------------------------------------ parsing options
+
+
+def parse_density(text: str) -> tuple[str, float]:
+    """``"weight=0.5"`` -> ``("weight", 0.5)``; :class:`WhatIfError` names the option on any problem."""
+    kind, sep, value = text.partition("=")
+    kind = kind.strip()
+    if not sep or kind not in DENSITY_KINDS:
+        raise WhatIfError(f"--density {text!r}: expected KIND=VALUE with KIND one of {', '.join(DENSITY_KINDS)}")
+    return kind, _density_value(value.strip(), f"--density {text!r}")
+
+
+def uniform_densities(items: Iterable[str]) -> Densities:
+    """Densities from repeated ``--density KIND=VALUE`` options (a kind given twice is an error)."""
+    values: dict[str, float] = {}
+    for text in items:
+        kind, value = parse_density(text)
+        if kind in values:
+            raise WhatIfError(f"--density: {kind} given twice")
+        values[kind] = value
+    return Densities(**values)
+
+
+def load_layer_densities(path: str | Path) -> Mapping[str, Densities]:
+    """Per-layer densities from a TOML or JSON file: ``{"layers": {"<node name or id>": {"weight": 0.5}}}``.
+
+    TOML: ``[layers."conv1"] weight = 0.5``. Unknown top-level keys, unknown kinds and values outside (0, 1]
+    raise :class:`WhatIfError` naming the file and the dotted key.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise WhatIfError(f"{path}: cannot read density file: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(data) if path.suffix.lower() == ".json" else tomllib.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WhatIfError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'TOML'}: {exc}") from None
+    if not isinstance(doc, dict) or set(doc) - {"layers"} or not isinstance(doc.get("layers"), dict):
+        raise WhatIfError(f'{path}: expected one table "layers" mapping node names to densities')
+    layers: dict[str, Densities] = {}
+    for name, raw in doc["layers"].items():
+        if not isinstance(raw, dict) or not raw:
+            raise WhatIfError(f"{path}: layers.{name}: expected a table of densities (weight, input, output)")
+        values = {}
+        for kind, value in raw.items():
+            if kind not in DENSITY_KINDS:
+                raise WhatIfError(f"{path}: layers.{name}.{kind}: unknown kind (allowed: {', '.join(DENSITY_KINDS)})")
+            values[kind] = _density_value(value, f"{path}: layers.{name}.{kind}")
+        layers[name] = Densities(**values)
+    return MappingProxyType(layers)
+
+
+def whatif_options(
+    density: Iterable[str] | None, density_file: str | Path | None, compress_mem: bool, skip_compute: bool
+) -> dict[str, object]:
+    """The :func:`onnxroof.analyze` keyword arguments for the CLI's sparsity options."""
+    layers = load_layer_densities(density_file) if density_file is not None else {}
+    return {
+        "densities": uniform_densities(density or []).to_dict(),
+        "layer_densities": {name: d.to_dict() for name, d in layers.items()},
+        "compress_mem": compress_mem,
+        "skip_compute": skip_compute,
+    }
+
+
+def _density_value(value: object, where: str) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise WhatIfError(f"{where}: density must be a number in (0, 1], got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number) or not 0 < number <= 1:
+        raise WhatIfError(f"{where}: density must be a number in (0, 1], got {value!r}")
+    return number
+
+
+# ------------------------------------------------------------------------------------------ tensor densities
+
+
+@dataclass(frozen=True)
+class DensityMap:
+    """What each tensor's readers and writer say about its density; :meth:`of` resolves one tensor."""
+
+    as_weight: Mapping[str, float]
+    """Largest weight density among the layers reading the tensor."""
+    written: Mapping[str, float]
+    """Output density of the layer writing it."""
+    as_input: Mapping[str, float]
+    """Largest input density among the layers reading it."""
+
+    def __bool__(self) -> bool:
+        return bool(self.as_weight or self.written or self.as_input)
+
+    def of(self, tensor: TensorInfo) -> float:
+        """The tensor's density: a weight's from its readers' weight densities, a run-time tensor's from its
+        writer's output density, else its readers' input densities; static values (shapes) and the rest 1."""
+        if tensor.role == ROLE_WEIGHT:
+            return self.as_weight.get(tensor.name, 1.0)
+        if tensor.role == ROLE_STATIC:
+            return 1.0
+        written = self.written.get(tensor.name)
+        return written if written is not None else self.as_input.get(tensor.name, 1.0)
+
+
+def tensor_densities(graph: onnx.GraphProto, plan: WhatIf) -> DensityMap:
+    """The densities ``plan`` gives the tensors of ``graph`` (rules: module docstring).
+
+    Per-layer keys must name a node of the graph (by name or by id ``"{index}:{name or op_type}"``); an unknown
+    key raises :class:`WhatIfError` (a typo would otherwise silently change nothing).
+    """
+    nodes = list(graph.node)
+    by_key: dict[str, int] = {}
+    for index, node in enumerate(nodes):
+        by_key[node_id(index, node)] = index
+        if node.name:
+            by_key.setdefault(node.name, index)
+    layer_of: dict[int, Densities] = {}
+    for key, densities in plan.layers.items():
+        if key not in by_key:
+            raise WhatIfError(f"density file: layers.{key}: no node of the model has this name or id")
+        layer_of[by_key[key]] = densities
+    uniform = plan.densities
+    as_weight: dict[str, float] = {}
+    written: dict[str, float] = {}
+    as_input: dict[str, float] = {}
+    for index, node in enumerate(nodes):
+        own = layer_of.get(index, Densities())
+        weight, inputs, output = (
+            value if value is not None else getattr(uniform, kind)
+            for kind, value in (("weight", own.weight), ("input", own.input), ("output", own.output))
+        )
+        if output is not None:
+            written.update((name, output) for name in node.output if name)
+        for name in filter(None, node.input):
+            if weight is not None:
+                as_weight[name] = max(as_weight.get(name, 0.0), weight)
+            if inputs is not None:
+                as_input[name] = max(as_input.get(name, 0.0), inputs)
+    return DensityMap(MappingProxyType(as_weight), MappingProxyType(written), MappingProxyType(as_input))
+
+
+def make_restate(plan: WhatIf, densities: DensityMap) -> Restate | None:
+    """The per-tensor restatement for ``plan`` (None when it changes nothing): element size of the plan's
+    precision for floating-point tensors, then the compressed size ``min(s, s·d + 1/8)`` when ``compress_mem``."""
+    size = ELEMENT_SIZE[plan.precision] if plan.precision else None
+    dtype = DTYPE_OF_PRECISION[plan.precision] if plan.precision else None
+    compress = plan.compress_mem and bool(densities)
+    if size is None and not compress:
+        return None
+
+    def restate(tensor: TensorInfo) -> TensorInfo:
+        if size is not None and tensor.dtype.startswith(("float", "bfloat")):
+            tensor = replace(tensor, dtype=dtype, itemsize=size)
+        if compress:
+            density = densities.of(tensor)
+            if density < 1.0:
+                tensor = replace(tensor, itemsize=compressed_itemsize(tensor.itemsize, density))
+        return tensor
+
+    return restate
+
+
+def compressed_itemsize(itemsize: float, density: float) -> float:
+    """Bytes per element of a tensor of density ``d`` stored compressed: ``min(s, s·d + 1/8)``."""
+    return min(itemsize, itemsize * density + BITMAP_BYTES_PER_ELEMENT)
+
+
+# ---------------------------------------------------------------------------------------- compute density
+
+
+def compute_density(sparsity: str, has_sparse_peak: bool, weight: float, inputs: float) -> float:
+    """The share of a multiply-accumulate op's FLOPs that runs under ``skip_compute``.
+
+    ``2:4`` (only where the platform has a sparse peak for the op's precision): ``½`` when ``weight ≤ ½``, else
+    1; ``unstructured``: ``weight · inputs``; ``none``: 1.
+    """
+    if sparsity == "unstructured":
+        return weight * inputs
+    if sparsity == "2:4" and has_sparse_peak and weight <= STRUCTURED_DENSITY:
+        return STRUCTURED_DENSITY
+    return 1.0
+
+
+def operand_densities(inputs: Iterable[TensorInfo | None], densities: DensityMap) -> tuple[float, float]:
+    """(weight density, input density) of a node: its densest weight input and its first run-time input."""
+    weight, first_input = None, None
+    for tensor in inputs:
+        if tensor is None:
+            continue
+        if tensor.role == ROLE_WEIGHT:
+            density = densities.of(tensor)
+            weight = density if weight is None else max(weight, density)
+        elif first_input is None and not tensor.is_constant:
+            first_input = densities.of(tensor)
+    return (1.0 if weight is None else weight), (1.0 if first_input is None else first_input)
+
+
+def skip_zeros(cost: Cost, density: float) -> Cost:
+    """``cost`` with its FLOPs and MACs scaled by the compute ``density`` (traffic unchanged)."""
+    return replace(cost, flops=cost.flops * density, macs=cost.macs * density)
+
+
+def whatif_warnings(plan: WhatIf, platform: Platform) -> list[str]:
+    """What a user should know about knobs that change nothing on this platform."""
+    warnings = []
+    if plan.has_densities and not (plan.compress_mem or plan.skip_compute):
+        warnings.append("densities given without --compress-mem or --skip-compute: they change nothing")
+    if (plan.compress_mem or plan.skip_compute) and not plan.has_densities:
+        warnings.append("--compress-mem/--skip-compute without densities (--density, --density-file): all dense")
+    if plan.skip_compute and plan.has_densities:
+        if platform.sparsity == "none":
+            warnings.append(
+                f"platform '{platform.name}' cannot skip zeros (sparsity = none): --skip-compute changes no FLOPs"
+            )
+        elif platform.sparsity == "2:4":
+            weights = [plan.densities.weight, *(d.weight for d in plan.layers.values())]
+            if not any(w is not None and w <= STRUCTURED_DENSITY for w in weights):
+                warnings.append(
+                    f"platform '{platform.name}' skips only 2:4 structured sparsity (weight density ≤ 0.5, run at "
+                    "0.5): no weight density qualifies, --skip-compute changes no FLOPs"
+                )
+    return warnings

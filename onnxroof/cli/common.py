@@ -1,0 +1,161 @@
+"""The command line: a thin layer that parses options, calls the library and hands results to a renderer.
+
+Exit codes: 0 success; 2 bad input or usage (one line on stderr naming the file/node/field, no traceback
+unless ``--debug``); 3 an internal error (a bug: please report it with ``--debug`` output).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.files import write_atomically
+
+app = typer.Typer(
+    name="onnxroof",
+    help="Where an ONNX model's time goes on a given chip, and why: per-operator costs on a roofline.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class ReportFormat(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    html = "html"
+
+
+class ListFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+_SUFFIX_FORMATS = {
+    ".json": ReportFormat.json,
+    ".csv": ReportFormat.csv,
+    ".txt": ReportFormat.table,
+    ".html": ReportFormat.html,
+    ".htm": ReportFormat.html,
+}
+
+
+def _fail(message: str, code: int = 2) -> None:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}", markup=True)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _errors(debug: bool) -> Iterator[None]:
+    """Turn library errors into one line and exit 2; unexpected ones into one line and exit 3."""
+    try:
+        yield
+    except OnnxroofError as exc:
+        if debug:
+            raise
+        _fail(str(exc).replace("[", r"\["), 2)
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:
+        if debug:
+            raise
+        _fail(
+            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("[", r"\["), 3
+        )
+
+
+def _emit(text_or_render: str | Callable[[Console], None], output: Path | None) -> None:
+    if isinstance(text_or_render, str):
+        if output is None:
+            sys.stdout.write(text_or_render)
+        else:
+            write_atomically(output, text_or_render)
+        return
+    if output is None:
+        text_or_render(Console())
+        return
+    buffer = io.StringIO()
+    text_or_render(Console(file=buffer, width=140, color_system=None, force_terminal=False))
+    write_atomically(output, buffer.getvalue())
+
+
+PlatformOption = Annotated[
+    str,
+    typer.Option(
+        "--platform", "-p", help="A bundled platform name (see `onnxroof platforms`) or a path to a TOML file."
+    ),
+]
+DimOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--dim", "-d", help="Bind a symbolic input dim: NAME=VALUE. Repeat for several.", metavar="NAME=VALUE"
+    ),
+]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")]
+FusionOption = Annotated[
+    str | None,
+    typer.Option("--fusion", help="Fusion profile: ort-cpu, tensorrt or none (default: the platform's)."),
+]
+OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
+PrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Re-cost as if run in this precision (fp32, fp16, bf16, int8...): float tensors take its element "
+        "size, every node its peak."
+    ),
+]
+DensityOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--density",
+        help="Uniform density (share of non-zeros) of weight, input or output tensors: KIND=VALUE. Repeatable.",
+        metavar="KIND=VALUE",
+    ),
+]
+DensityFileOption = Annotated[
+    Path | None,
+    typer.Option("--density-file", help='Per-layer densities: TOML/JSON {"layers": {"<node>": {"weight": 0.5}}}.'),
+]
+CompressOption = Annotated[
+    bool, typer.Option("--compress-mem", help="Sparse tensors are stored compressed: bytes scale with density.")
+]
+SkipOption = Annotated[
+    bool,
+    typer.Option("--skip-compute", help="Skip zero MACs as the platform can (2:4 structured, unstructured, none)."),
+]
+
+
+@contextlib.contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on a terminal's stderr (nothing when stderr is not a terminal), driven by the callback
+    it yields: ``(item name or path, items done, items in all)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    progress = Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    with progress:
+        bar = progress.add_task("", total=None)
+
+        def advance(item: str, done: int, total: int) -> None:
+            progress.update(bar, completed=done, total=total, description=Path(item).name)
+
+        yield advance

@@ -1,0 +1,124 @@
+"""`report`, `platforms` and `rules`: one model on one platform, and what onnxroof knows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from onnxroof.cli.common import (
+    _SUFFIX_FORMATS,
+    CompressOption,
+    DebugOption,
+    DensityFileOption,
+    DensityOption,
+    DimOption,
+    FusionOption,
+    ListFormat,
+    OutputOption,
+    PlatformOption,
+    PrecisionOption,
+    ReportFormat,
+    SkipOption,
+    _emit,
+    _errors,
+    app,
+)
+
+
+@app.command()
+def report(
+    model: Annotated[Path, typer.Argument(help="The ONNX model file.", show_default=False)],
+    platform: PlatformOption = "xavier",
+    dim: DimOption = None,
+    precision: PrecisionOption = None,
+    density: DensityOption = None,
+    density_file: DensityFileOption = None,
+    compress_mem: CompressOption = False,
+    skip_compute: SkipOption = False,
+    output_format: Annotated[
+        ReportFormat | None,
+        typer.Option("--format", "-f", help="table (default), json or csv; default from -o's suffix."),
+    ] = None,
+    output: OutputOption = None,
+    top: Annotated[int, typer.Option(help="How many nodes the table's top list shows.", min=1)] = 15,
+    strict: Annotated[
+        bool, typer.Option(help="Fail (exit 2) if any node is unsupported or has no static shape.")
+    ] = False,
+    fusion: FusionOption = None,
+    explain_fusion: Annotated[
+        bool, typer.Option("--explain-fusion", help="List every fusion candidate that did not fuse, and why.")
+    ] = False,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            help="A JSON file from `onnxroof profile --format json`: measured times beside the prediction "
+            "(html: chart and table; json: a `measured` section; the table and csv ignore them).",
+        ),
+    ] = None,
+    debug: DebugOption = False,
+) -> None:
+    """Cost every operator of MODEL and place it on the platform's roofline."""
+    from onnxroof.analysis.analyze import analyze
+    from onnxroof.analysis.whatif import whatif_options
+    from onnxroof.load.reader import parse_dim_bindings
+    from onnxroof.measure.overlay import load_overlay
+    from onnxroof.report.console import render_console, render_warnings
+    from onnxroof.report.data import render_csv, render_json
+    from onnxroof.report.measure_view import render_measured_json
+
+    with _errors(debug):
+        chosen = output_format or (_SUFFIX_FORMATS.get(output.suffix.lower()) if output else None) or ReportFormat.table
+        analysis = analyze(
+            model,
+            platform=platform,
+            dims=parse_dim_bindings(dim or []),
+            precision=precision,
+            strict=strict,
+            fusion=fusion,
+            **whatif_options(density, density_file, compress_mem, skip_compute),
+        )
+        measured = load_overlay(profile, analysis) if profile is not None else None
+        warnings = analysis.warnings + (measured.warnings if measured is not None else ())
+        render_warnings(warnings, Console(stderr=True, highlight=False))
+        if chosen is ReportFormat.json:
+            _emit(render_json(analysis) if measured is None else render_measured_json(analysis, measured), output)
+        elif chosen is ReportFormat.csv:
+            _emit(render_csv(analysis), output)
+        elif chosen is ReportFormat.html:
+            from onnxroof.report.html import render_html
+
+            _emit(render_html(analysis, measured), output)
+        else:
+            _emit(lambda console: render_console(analysis, console, top, explain_fusion), output)
+
+
+@app.command()
+def platforms(
+    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
+    debug: DebugOption = False,
+) -> None:
+    """List the bundled platforms with their peaks, bandwidth and ridge points."""
+    from onnxroof.platform.lookup import bundled_platforms
+    from onnxroof.report.platforms import render_platforms_json, render_platforms_table
+
+    with _errors(debug):
+        found = bundled_platforms()
+        if output_format is ListFormat.json:
+            _emit(render_platforms_json(found), None)
+        else:
+            _emit(lambda console: render_platforms_table(found, console), None)
+
+
+@app.command()
+def rules(debug: DebugOption = False) -> None:
+    """List every cost rule: op type, kind, exact or approximate, and its formula."""
+    import onnxroof.rules  # noqa: F401  (registers every rule family)
+    from onnxroof.core.registry import all_rules
+    from onnxroof.report.platforms import render_rules_table
+
+    with _errors(debug):
+        _emit(lambda console: render_rules_table(all_rules(), console), None)

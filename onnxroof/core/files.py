@@ -1,0 +1,48 @@
+"""Writing results to files: atomically, so that a failure never leaves a partial file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from onnxroof.core.errors import OnnxroofError
+
+
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Write ``content`` (text as UTF-8, or bytes) to ``path`` so that a failure never leaves a partial file.
+
+    A regular file (new or existing) is written through a temporary file in the same folder and renamed
+    over the target; a new file gets the usual umask permissions, an existing one keeps its mode. Anything
+    that is not a regular file (``/dev/null``, a FIFO, ``/dev/stdout``) is written directly: renaming over
+    it would replace the device itself.
+    """
+    path = path.expanduser()
+    if path.is_dir():
+        raise OnnxroofError(f"{path}: is a folder; give a file name to write to")
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    if path.exists() and not path.is_file():
+        with open(path, "wb") as out:
+            out.write(data)
+        return
+    if not path.parent.exists():
+        raise OnnxroofError(f"{path}: folder '{path.parent}' does not exist")
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current

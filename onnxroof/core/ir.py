@@ -1,0 +1,427 @@
+"""The model as an immutable, shape-annotated DAG of operators.
+
+``build_ir`` turns a shape-inferred ``ModelProto`` (weights not loaded) into:
+
+* one :class:`TensorInfo` per value, with a *role*: ``input`` (fed by the user), ``weight`` (an
+  initializer, a ``Constant``, or computable from those alone, e.g. ``ConstantOfShape(initializer)``),
+  ``static`` (computable at load time from weights and statically known shapes, e.g. ``Shape(x)`` of a
+  fully shaped ``x``) or ``activation`` (everything computed at run time);
+* one :class:`OpView` per node, attributes completed with the ONNX schema's defaults;
+* a ``networkx.DiGraph`` keyed by stable node ids ``"{index}:{name or op_type}"`` (ONNX names are
+  optional and may repeat), edges labelled with the tensors they carry.
+
+Quantized weights: a ``DequantizeLinear`` of a weight (an int8 initializer, its scale and zero point) is folded
+at load time, and its output is a weight with the float dtype but the STORED item size of the quantized input
+(1 byte for int8/uint8, 4 for an int32 bias): a QDQ-aware runtime keeps the quantized weight in memory and reads
+that many bytes per element, so the Conv/MatMul consuming it is charged those bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import networkx as nx
+import onnx
+from onnx import helper
+
+from onnxroof.core.dtypes import dtype_info
+from onnxroof.core.errors import ModelError, ShapeUnknown
+
+ROLE_INPUT = "input"
+ROLE_WEIGHT = "weight"
+ROLE_STATIC = "static"
+ROLE_ACTIVATION = "activation"
+
+#: Ops whose outputs are metadata of their input, computable at load time when the input's shape is known.
+SHAPE_OPS = frozenset({"Shape", "Size"})
+#: Ops never folded even when their inputs are constant: their values change from run to run.
+NONDETERMINISTIC_OPS = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+#: Quantized ops that compute in an integer type, and the input that has it (their first floating input is a
+#: scale, which says nothing about the arithmetic): see :attr:`OpView.dtype`.
+INTEGER_COMPUTE_INPUT: Mapping[str, int] = MappingProxyType(
+    {
+        "QLinearConv": 0,
+        "QLinearMatMul": 0,
+        "ConvInteger": 0,
+        "MatMulInteger": 0,
+        "MatMulIntegerToFloat": 0,
+        "QGemm": 0,
+        "DynamicQuantizeMatMul": 1,  # A is float, quantized on the fly; B is the int8 operand
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """A value's static description. ``shape`` is None when the rank is unknown; a dim is None when
+    unknown or symbolic. Never holds tensor data.
+
+    ``itemsize`` is the bytes per element as stored: the dtype's size, except for the weight output of a
+    ``DequantizeLinear`` of a weight, which keeps the quantized input's size (see the module docstring)."""
+
+    name: str
+    shape: tuple[int | None, ...] | None
+    dtype: str
+    itemsize: float
+    role: str
+
+    @property
+    def is_static_shape(self) -> bool:
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+    @property
+    def numel(self) -> int:
+        """Element count; raises :class:`ShapeUnknown` when the shape is not fully static."""
+        if not self.is_static_shape:
+            raise ShapeUnknown(self.name)
+        return math.prod(self.shape)  # type: ignore[arg-type]
+
+    @property
+    def nbytes(self) -> float:
+        return self.numel * self.itemsize
+
+    @property
+    def is_constant(self) -> bool:
+        """Known before the run (weight or load-time static value)."""
+        return self.role in (ROLE_WEIGHT, ROLE_STATIC)
+
+
+@dataclass(frozen=True, slots=True)
+class OpView:
+    """One node as the rules see it. Missing optional inputs are None."""
+
+    id: str
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    opset: int
+    inputs: tuple[TensorInfo | None, ...]
+    outputs: tuple[TensorInfo | None, ...]
+    attrs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    subgraphs: Mapping[str, onnx.GraphProto] = field(default_factory=lambda: MappingProxyType({}))
+
+    def input(self, i: int) -> TensorInfo | None:
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def output(self, i: int) -> TensorInfo | None:
+        return self.outputs[i] if i < len(self.outputs) else None
+
+    @property
+    def dtype(self) -> str:
+        """The dtype the node computes in: its first floating input, else its first output's dtype; for the
+        integer-compute quantized ops (:data:`INTEGER_COMPUTE_INPUT`), their integer operand's dtype."""
+        index = INTEGER_COMPUTE_INPUT.get(self.op_type)
+        operand = self.input(index) if index is not None else None
+        if operand is not None and operand.dtype != "unknown":
+            return operand.dtype
+        for t in self.inputs:
+            if t is not None and t.dtype.startswith(("float", "bfloat")) and t.role != ROLE_STATIC:
+                return t.dtype
+        for t in (*self.outputs, *self.inputs):
+            if t is not None and t.dtype != "unknown":
+                return t.dtype
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class ModelIR:
+    """The whole graph: ops in topological order, every tensor, the DAG."""
+
+    ops: tuple[OpView, ...]
+    tensors: Mapping[str, TensorInfo]
+    graph: nx.DiGraph = field(compare=False, repr=False)
+    graph_inputs: tuple[str, ...]
+    graph_outputs: tuple[str, ...]
+    opsets: Mapping[str, int] = field(default_factory=dict)
+    restate: Restate | None = field(default=None, compare=False, repr=False)
+    """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
+
+
+def normalize_domain(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema_defaults(op_type: str, opset: int, domain: str) -> tuple[tuple[str, Any], ...]:
+    try:
+        schema = onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
+    except onnx.defs.SchemaError:
+        return ()
+    defaults = []
+    for name, attr in schema.attributes.items():
+        if attr.default_value.type:
+            defaults.append((name, _attr_value(attr.default_value)))
+    return tuple(defaults)
+
+
+@functools.lru_cache(maxsize=4096)
+def required_attributes(op_type: str, opset: int, domain: str) -> tuple[str, ...]:
+    try:
+        schema = onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
+    except onnx.defs.SchemaError:
+        return ()
+    return tuple(name for name, attr in schema.attributes.items() if attr.required)
+
+
+def _attr_value(attr: onnx.AttributeProto) -> Any:
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode("utf-8", "replace") for v in value]
+    return value
+
+
+def node_attributes(node: onnx.NodeProto, opset: int) -> dict[str, Any]:
+    """The node's attributes with the schema's defaults filled in (as the reference evaluator does)."""
+    domain = normalize_domain(node.domain)
+    attrs = dict(_schema_defaults(node.op_type, opset, domain))
+    for attr in node.attribute:
+        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            continue
+        attrs[attr.name] = _attr_value(attr)
+    return attrs
+
+
+def node_id(index: int, node: onnx.NodeProto) -> str:
+    return f"{index}:{node.name or node.op_type}"
+
+
+def tensor_info_from_type(name: str, type_proto: onnx.TypeProto | None, role: str) -> TensorInfo:
+    if type_proto is None or not type_proto.HasField("tensor_type"):
+        return TensorInfo(name, None, "unknown", 0.0, role)
+    tensor_type = type_proto.tensor_type
+    dtype, itemsize = dtype_info(tensor_type.elem_type)
+    shape: tuple[int | None, ...] | None = None
+    if tensor_type.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim)
+    return TensorInfo(name, shape, dtype, itemsize, role)
+
+
+def subgraph_outer_inputs(graph: onnx.GraphProto) -> list[str]:
+    """Names a subgraph (recursively) reads from enclosing scopes."""
+    defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+    needed: list[str] = []
+    for node in graph.node:
+        names = list(node.input)
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                names.extend(subgraph_outer_inputs(sub))
+        for name in names:
+            if name and name not in defined and name not in needed:
+                needed.append(name)
+        defined.update(node.output)
+    return needed
+
+
+def _subgraphs(node: onnx.NodeProto) -> dict[str, onnx.GraphProto]:
+    found: dict[str, onnx.GraphProto] = {}
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            found[attr.name] = attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            for k, g in enumerate(attr.graphs):
+                found[f"{attr.name}[{k}]"] = g
+    return found
+
+
+def _already_ordered(nodes: list[onnx.NodeProto]) -> bool:
+    """True when every node reads only values produced by earlier nodes or from outside the graph (O(n))."""
+    produced_by: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for out in node.output:
+            if out:
+                produced_by[out] = i
+    for i, node in enumerate(nodes):
+        names = list(node.input)
+        for sub in _subgraphs(node).values():
+            names.extend(subgraph_outer_inputs(sub))
+        if any(produced_by.get(name, -1) >= i for name in names if name):
+            return False
+    return True
+
+
+def topological_order(nodes: list[onnx.NodeProto], available: set[str]) -> list[int]:
+    """Indices of ``nodes`` in an order where producers come first (ONNX requires it; not all files obey)."""
+    if _already_ordered(nodes):
+        return list(range(len(nodes)))
+    producer: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for out in node.output:
+            if out:
+                producer[out] = i
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(nodes)))
+    for i, node in enumerate(nodes):
+        names = list(node.input)
+        for sub in _subgraphs(node).values():
+            names.extend(subgraph_outer_inputs(sub))
+        for name in names:
+            j = producer.get(name)
+            if j is not None and j != i:
+                dag.add_edge(j, i)
+    try:
+        return list(nx.lexicographical_topological_sort(dag))
+    except nx.NetworkXUnfeasible as exc:
+        raise ModelError("the graph has a cycle; ONNX graphs must be acyclic") from exc
+
+
+Restate = Callable[[TensorInfo], TensorInfo]
+"""A what-if restatement of one tensor (element size for another precision or a compressed format; see
+:mod:`onnxroof.analysis.whatif`), applied to every tensor as the IR is built."""
+
+
+def build_ir(
+    model: onnx.ModelProto, value_types: Mapping[str, onnx.TypeProto], restate: Restate | None = None
+) -> ModelIR:
+    """Build the IR of ``model``'s main graph using inferred ``value_types`` (name -> TypeProto).
+
+    ``restate``, when given, maps every tensor's :class:`TensorInfo` as it is created (initializers, graph
+    inputs, node outputs, in subgraph bodies too): rules and fusion then see the restated element sizes.
+    """
+    opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
+    return build_graph_ir(model.graph, opsets, value_types, restate=restate)
+
+
+def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    """Types ONNX inference recorded in one (sub)graph: value_info, inputs, outputs, initializers."""
+    types: dict[str, onnx.TypeProto] = {}
+    for value in [*graph.value_info, *graph.input, *graph.output]:
+        if value.type.HasField("tensor_type"):
+            types[value.name] = value.type
+    for tensor in graph.initializer:
+        types[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+    return types
+
+
+def build_graph_ir(
+    graph: onnx.GraphProto,
+    opsets: Mapping[str, int],
+    value_types: Mapping[str, onnx.TypeProto],
+    outer: Mapping[str, TensorInfo] | None = None,
+    restate: Restate | None = None,
+) -> ModelIR:
+    """Build the IR of one graph. ``outer`` holds the enclosing scopes' tensors a subgraph may read;
+    ``restate`` maps each new tensor (see :func:`build_ir`)."""
+    initializer_names = {t.name for t in graph.initializer}
+    tensors: dict[str, TensorInfo] = dict(outer or {})
+    keep = restate or _same
+
+    for init in graph.initializer:
+        dtype, itemsize = dtype_info(init.data_type)
+        tensors[init.name] = keep(TensorInfo(init.name, tuple(init.dims), dtype, itemsize, ROLE_WEIGHT))
+    graph_inputs = []
+    for value in graph.input:
+        if value.name in initializer_names:
+            continue
+        graph_inputs.append(value.name)
+        tensors[value.name] = keep(
+            tensor_info_from_type(value.name, value_types.get(value.name, value.type), ROLE_INPUT)
+        )
+
+    nodes = list(graph.node)
+    order = topological_order(nodes, set(tensors))
+    dag = nx.DiGraph()
+    producer_id: dict[str, str] = {}
+    ops: list[OpView] = []
+    for index in order:
+        node = nodes[index]
+        domain = normalize_domain(node.domain)
+        opset = opsets.get(domain, opsets.get("", 1))
+        nid = node_id(index, node)
+        subgraphs = _subgraphs(node)
+        inputs = tuple(tensors.get(name) or _unknown(name) if name else None for name in node.input)
+        role = _output_role(node, inputs, subgraphs)
+        outputs = []
+        for name in node.output:
+            if not name:
+                outputs.append(None)
+                continue
+            info = _stored_size(node, inputs, keep(tensor_info_from_type(name, value_types.get(name), role)))
+            tensors[name] = info
+            outputs.append(info)
+        op = OpView(
+            id=nid,
+            index=index,
+            name=node.name,
+            op_type=node.op_type,
+            domain=domain,
+            opset=opset,
+            inputs=inputs,
+            outputs=tuple(outputs),
+            attrs=MappingProxyType(node_attributes(node, opset)),
+            subgraphs=MappingProxyType(subgraphs),
+        )
+        ops.append(op)
+        dag.add_node(nid, op=op)
+        consumed = [n for n in node.input if n]
+        for sub in subgraphs.values():
+            consumed.extend(subgraph_outer_inputs(sub))
+        for name in consumed:
+            src = producer_id.get(name)
+            if src is not None:
+                if dag.has_edge(src, nid):
+                    dag.edges[src, nid]["tensors"].append(name)
+                else:
+                    dag.add_edge(src, nid, tensors=[name])
+        for name in node.output:
+            if name:
+                producer_id[name] = nid
+
+    outputs = tuple(v.name for v in graph.output)
+    return ModelIR(
+        tuple(ops),
+        MappingProxyType(tensors),
+        dag,
+        tuple(graph_inputs),
+        outputs,
+        MappingProxyType(dict(opsets)),
+        restate,
+    )
+
+
+def _same(tensor: TensorInfo) -> TensorInfo:
+    return tensor
+
+
+def _stored_size(node: onnx.NodeProto, inputs: tuple[TensorInfo | None, ...], info: TensorInfo) -> TensorInfo:
+    """``info`` with the stored item size of the quantized weight when it is the weight output of a
+    ``DequantizeLinear`` of a weight (dtype unchanged; see the module docstring)."""
+    source = inputs[0] if inputs else None
+    dequantizes = node.op_type == "DequantizeLinear" and normalize_domain(node.domain) in ("", "com.microsoft")
+    if not dequantizes or source is None or source.role != ROLE_WEIGHT or info.role != ROLE_WEIGHT:
+        return info
+    return replace(info, itemsize=source.itemsize)
+
+
+def _unknown(name: str) -> TensorInfo:
+    return TensorInfo(name, None, "unknown", 0.0, ROLE_ACTIVATION)
+
+
+def _output_role(
+    node: onnx.NodeProto, inputs: tuple[TensorInfo | None, ...], subgraphs: Mapping[str, onnx.GraphProto]
+) -> str:
+    """Role of a node's outputs: constant-only nodes produce weights (or static values), others activations."""
+    if node.op_type == "Constant" and not node.domain:
+        return ROLE_WEIGHT
+    if subgraphs or node.op_type in NONDETERMINISTIC_OPS:
+        return ROLE_ACTIVATION
+    present = [t for t in inputs if t is not None]
+    if node.op_type in SHAPE_OPS and not node.domain:
+        return ROLE_STATIC if present and present[0].is_static_shape else ROLE_ACTIVATION
+    if not present:
+        return ROLE_ACTIVATION
+    if all(t.role == ROLE_WEIGHT for t in present):
+        return ROLE_WEIGHT
+    if all(t.is_constant for t in present):
+        return ROLE_STATIC
+    return ROLE_ACTIVATION

@@ -1,0 +1,115 @@
+"""The one registry of cost rules, keyed by (domain, op_type).
+
+A rule is a pure function ``OpView -> Cost`` registered with :func:`rule`::
+
+    @rule("Relu", "Abs", flops_per_element=1)   # several op types may share one rule
+    def unary(op): ...
+
+Every op is in exactly one state (fvcore's distinction, made first class):
+
+* ``costed``      — a rule computed its cost;
+* ``zero``        — declared free by its rule's ``kind`` (a view such as Reshape, metadata such as Shape);
+* ``folded``      — computable from weights alone, so done once at load time, not per inference;
+* ``unsupported`` — no rule: counted and listed in every output, never silently zero;
+* ``unknown_shape`` — a rule exists but a tensor it needs has no static shape (named in a warning).
+
+``config_inputs`` names inputs that configure the op rather than carry data (Reshape's ``shape``,
+Slice's ``starts``...): they are not charged as traffic and never count as parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from onnxroof.core.cost import Cost
+from onnxroof.core.ir import ROLE_WEIGHT, OpView, normalize_domain
+
+RuleFn = Callable[[OpView], Cost]
+
+KIND_COMPUTE = "compute"
+KIND_LAYOUT = "layout"  # a copy that only moves data (Transpose, Concat, Pad...): layout traffic
+KIND_VIEW = "view"  # aliases its input (Reshape, Squeeze...): moves nothing
+KIND_METADATA = "metadata"  # reads only shapes (Shape, Size): moves nothing
+KINDS = (KIND_COMPUTE, KIND_LAYOUT, KIND_VIEW, KIND_METADATA)
+ZERO_KINDS = (KIND_VIEW, KIND_METADATA)
+
+STATUS_EXACT = "exact"
+STATUS_APPROXIMATE = "approximate"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleEntry:
+    domain: str
+    op_type: str
+    fn: RuleFn
+    kind: str
+    status: str
+    config_inputs: frozenset[int]
+
+    @property
+    def doc(self) -> str:
+        return (self.fn.__doc__ or "").strip()
+
+
+_RULES: dict[tuple[str, str], RuleEntry] = {}
+
+
+class DuplicateRuleError(ValueError):
+    """Two rules registered for the same (domain, op_type)."""
+
+
+def rule(
+    *op_types: str,
+    domain: str = "",
+    kind: str = KIND_COMPUTE,
+    status: str = STATUS_EXACT,
+    config_inputs: Iterable[int] = (),
+) -> Callable[[RuleFn], RuleFn]:
+    """Register ``fn`` as the cost rule of each op type in ``op_types`` (in ``domain``)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown rule kind {kind!r}; expected one of {KINDS}")
+    if status not in (STATUS_EXACT, STATUS_APPROXIMATE):
+        raise ValueError(f"unknown rule status {status!r}")
+    dom = normalize_domain(domain)
+
+    def register(fn: RuleFn) -> RuleFn:
+        for op_type in op_types:
+            key = (dom, op_type)
+            if key in _RULES:
+                raise DuplicateRuleError(f"a rule for {dom or 'ai.onnx'}::{op_type} is already registered")
+            _RULES[key] = RuleEntry(dom, op_type, fn, kind, status, frozenset(config_inputs))
+        return fn
+
+    return register
+
+
+def lookup(domain: str, op_type: str) -> RuleEntry | None:
+    """The rule registered for (domain, op_type), or None. Rules register when their family module is
+    imported: import :mod:`onnxroof.rules` (as :mod:`onnxroof.costing.node` does) before looking up."""
+    return _RULES.get((normalize_domain(domain), op_type))
+
+
+def all_rules() -> tuple[RuleEntry, ...]:
+    """Every registered rule, by (domain, op_type)."""
+    return tuple(sorted(_RULES.values(), key=lambda e: (e.domain, e.op_type)))
+
+
+def data_inputs(op: OpView, entry: RuleEntry) -> list:
+    """The present inputs of ``op`` that carry data (config inputs excluded)."""
+    return [t for i, t in enumerate(op.inputs) if t is not None and i not in entry.config_inputs]
+
+
+def weight_inputs(op: OpView, entry: RuleEntry) -> list:
+    """Data inputs that are weights: the node's parameters."""
+    return [t for t in data_inputs(op, entry) if t.role == ROLE_WEIGHT]
+
+
+def evaluate(op: OpView, entry: RuleEntry) -> Cost:
+    """Run ``entry``'s rule on ``op`` and attach the parameter count.
+
+    params = Σ elements of the weight tensors among the op's data inputs (a rule never counts them).
+    """
+    cost = entry.fn(op)
+    params = sum(t.numel for t in weight_inputs(op, entry))
+    return replace(cost, params=float(params))

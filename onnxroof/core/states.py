@@ -1,0 +1,52 @@
+"""The closed sets of facts, as enums: a node's state, a rule's kind and status, a kernel's bound, a tensor's role.
+
+Each is a :class:`~enum.StrEnum`, so a member is also its string value: JSON, CSV and f-strings show
+``"costed"``, never ``NodeState.COSTED``, and comparisons with the documented strings hold.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class NodeState(StrEnum):
+    """Every node is in exactly one state (fvcore's distinction, made first class)."""
+
+    COSTED = "costed"  # a rule computed its cost
+    ZERO = "zero"  # declared free by its rule's kind (a view, metadata)
+    FOLDED = "folded"  # computable from weights alone: done once at load time
+    UNSUPPORTED = "unsupported"  # no rule: counted and listed in every output, never silently zero
+    UNKNOWN_SHAPE = "unknown_shape"  # a rule exists but a tensor it needs has no static shape
+
+
+class RuleKind(StrEnum):
+    """What a rule's op does with memory."""
+
+    COMPUTE = "compute"
+    LAYOUT = "layout"  # a copy that only moves data (Transpose, Concat, Pad...): layout traffic
+    VIEW = "view"  # aliases its input (Reshape, Squeeze...): moves nothing
+    METADATA = "metadata"  # reads only shapes (Shape, Size): moves nothing
+
+
+class RuleStatus(StrEnum):
+    """Whether a rule's count is exact or an approximation (said in its docstring)."""
+
+    EXACT = "exact"
+    APPROXIMATE = "approximate"
+
+
+class Bound(StrEnum):
+    """What limits a kernel on the roofline (or the floorline)."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    NONE = "none"  # nothing runs (views, folded constants, unsupported)
+
+
+class Role(StrEnum):
+    """Where a tensor's values come from."""
+
+    INPUT = "input"  # a graph input
+    WEIGHT = "weight"  # an initializer, a Constant, or computed from weights alone
+    STATIC = "static"  # computed from shapes alone (Shape → Gather → Concat): not parameters
+    ACTIVATION = "activation"  # computed per inference

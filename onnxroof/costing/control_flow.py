@@ -1,0 +1,125 @@
+"""Cost of control-flow nodes (If, Loop, Scan): their bodies are costed with the same rules, recursively.
+
+* ``If``: the more expensive branch (by FLOPs, then bytes) — an upper bound, since the branch taken is only
+  known at run time.
+* ``Loop``: body × trip count ``M`` when ``M`` is a constant; the loop may stop earlier on its condition, so
+  this is an upper bound. When ``M`` is not a constant, ONE iteration is counted and the note says so.
+* ``Scan``: body × the scan length (the first scan input's extent along its scan axis).
+
+Body weights count once as parameters, however many iterations run. Every body node that runs is one
+kernel launch per iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxroof.core.cost import Cost
+from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_graph_ir, graph_value_types
+
+CostFn = Callable[[OpView, ModelIR], "NodeCost"]
+
+
+@dataclass(frozen=True)
+class NodeCost:
+    """What costing one node (or one control-flow node with its bodies) yields."""
+
+    state: str
+    kind: str
+    cost: Cost
+    note: str = ""
+    launches: int = 1  # kernels launched (body kernels × iterations for control flow)
+    weights: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # name -> (numel, nbytes)
+    unsupported: tuple[str, ...] = ()  # op keys without a rule found inside bodies
+
+
+@dataclass(frozen=True)
+class BodyCost:
+    cost: Cost
+    launches: int
+    weights: dict[str, tuple[float, float]]
+    unsupported: tuple[str, ...]
+    unknown: int  # body nodes without static shapes
+
+
+def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCost:
+    body = build_graph_ir(graph, scope.opsets, graph_value_types(graph), outer=scope.tensors, restate=scope.restate)
+    total, launches, weights, unsupported, unknown = Cost.zero(), 0, {}, [], 0
+    for op in body.ops:
+        result = cost_fn(op, body)
+        if result.state == "costed":
+            total += result.cost
+            launches += result.launches
+            weights.update(result.weights)
+        elif result.state == "unsupported":
+            unsupported.append(f"{op.domain}::{op.op_type}" if op.domain else op.op_type)
+        elif result.state == "unknown_shape":
+            unknown += 1
+        unsupported.extend(result.unsupported)
+    return BodyCost(total, launches, weights, tuple(unsupported), unknown)
+
+
+def _constant_scalar(name: str, graph: onnx.GraphProto | None) -> int | None:
+    """The value of a scalar integer initializer or Constant output named ``name`` in ``graph``, if inline."""
+    if graph is None:
+        return None
+    for tensor in graph.initializer:
+        if tensor.name == name and tensor.data_location != onnx.TensorProto.EXTERNAL:
+            array = numpy_helper.to_array(tensor)
+            return int(array.reshape(-1)[0]) if array.size == 1 else None
+    for node in graph.node:
+        if node.op_type == "Constant" and name in node.output:
+            for attr in node.attribute:
+                if attr.name == "value":
+                    array = numpy_helper.to_array(attr.t)
+                    return int(array.reshape(-1)[0]) if array.size == 1 else None
+                if attr.name == "value_int":
+                    return int(attr.i)
+    return None
+
+
+def _iterations(op: OpView, root_graph: onnx.GraphProto | None) -> tuple[int, str]:
+    if op.op_type == "Loop":
+        trip = op.input(0)
+        value = _constant_scalar(trip.name, root_graph) if trip is not None else None
+        if value is None:
+            return 1, "trip count not a constant: one iteration counted"
+        return max(value, 0), f"{value} iterations (trip count; an upper bound if the condition ends it sooner)"
+    if op.op_type == "Scan":
+        scan_inputs = int(op.attrs.get("num_scan_inputs", 1))
+        first = op.inputs[len(op.inputs) - scan_inputs] if scan_inputs else None
+        axes = list(op.attrs.get("scan_input_axes", []) or [0])
+        axis = 1 if op.opset < 9 else axes[0]
+        if first is None or not first.is_static_shape:
+            return 1, "scan length unknown: one iteration counted"
+        length = int(np.asarray(first.shape)[axis])
+        return length, f"{length} iterations (scan length)"
+    return 1, ""
+
+
+def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: onnx.GraphProto | None) -> NodeCost:
+    """Cost of an If/Loop/Scan node from its bodies (see the module docstring for the policy)."""
+    bodies = {name: cost_body(graph, scope, cost_fn) for name, graph in op.subgraphs.items()}
+    if op.op_type == "If":
+        name, chosen = max(bodies.items(), key=lambda item: (item[1].cost.flops, item[1].cost.bytes))
+        iterations, note = 1, f"the more expensive branch ({name}) counted"
+    else:
+        name, chosen = next(iter(bodies.items()))
+        iterations, note = _iterations(op, root_graph)
+    unsupported = tuple(u for body in bodies.values() for u in body.unsupported)
+    unknown = sum(body.unknown for body in bodies.values())
+    if unsupported:
+        note += f"; body ops without a rule: {', '.join(sorted(set(unsupported)))}"
+    if unknown:
+        note += f"; {unknown} body node(s) without static shapes not costed"
+    weights = {k: v for body in bodies.values() for k, v in body.weights.items()}
+    cost = replace(chosen.cost.scaled(iterations), params=sum(n for n, _ in weights.values()))
+    return NodeCost("costed", "compute", cost, note, chosen.launches * iterations, weights, unsupported)
+
+
+__all__ = ["BodyCost", "NodeCost", "TensorInfo", "cost_body", "cost_control_flow"]

@@ -1,0 +1,99 @@
+"""Phase 2 of the fusion pass: edge patterns grow each kernel one neighbour at a time.
+
+Anchors are visited in topological order; each absorbs its consumer (or a producer) while a pattern applies
+and its checks (:mod:`onnxroof.fusion.checks`) hold, so chains such as Conv → BN → Mul → Add → Relu form.
+Named patterns need DIRECT edges, as the runtimes' own matchers do. Afterwards, a node that a pattern would
+have absorbed but that follows no anchor (an orphan, e.g. a Relu after a Conv → Add) gets a miss saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from onnxroof.fusion.checks import NOT_A_CANDIDATE, Edge, run_checks
+from onnxroof.fusion.graph import PassState, Unit
+from onnxroof.fusion.patterns import CONSUMER, EdgePattern
+
+
+def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
+    """Grow every unit by ``edges`` (anchors in topological order), then explain the orphans."""
+    if not edges:
+        return
+    for op in state.g.ir.ops:
+        unit = state.unit_of.get(op.id)
+        if unit is None or not unit.alive or unit.anchor != op.id:
+            continue
+        progressed = True
+        while progressed:
+            progressed = any(unit.op_type in p.anchor and _apply_edge(p, unit, state) for p in edges)
+    for p in edges:
+        if p.orphans:
+            _explain_orphans(p, state)
+
+
+def _joinable(unit: Unit | None, anchor: Unit, pattern: EdgePattern) -> bool:
+    return (
+        unit is not None
+        and unit is not anchor
+        and unit.op_type in pattern.joins
+        and (len(unit.nodes) == 1 or unit.function)
+    )
+
+
+def _apply_edge(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
+    g = state.g
+    if pattern.direction == CONSUMER:
+        if unit.out is None:
+            return False
+        candidates = [state.unit_of.get(u) for u in g.consumers.get(unit.out, ())]
+        joined = next((c for c in candidates if _joinable(c, unit, pattern)), None)
+        if joined is None:
+            return False
+        edge = Edge(pattern, unit, joined, unit.out, state)
+        reason = run_checks(edge, pattern.checks)
+        if reason is not None:
+            if reason != NOT_A_CANDIDATE:
+                state.miss(pattern.name, (unit.anchor, *joined.nodes), reason)
+            return False
+        state.merge(unit, joined, pattern.name, pattern.fold, pattern.produces, joined.out)
+        return True
+    for t in g.ops[unit.anchor].inputs:
+        if t is None or t.name not in g.producer:
+            continue
+        producer = state.unit_of.get(g.producer[t.name])
+        if producer is None or not _joinable(producer, unit, pattern) or producer.out != t.name:
+            continue
+        edge = Edge(pattern, unit, producer, t.name, state)
+        reason = run_checks(edge, pattern.checks)
+        if reason is not None:
+            if reason != NOT_A_CANDIDATE:
+                state.miss(pattern.name, (unit.anchor, *producer.nodes), reason)
+            continue
+        state.merge(unit, producer, pattern.name, pattern.fold, pattern.produces, unit.out)
+        return True
+    return False
+
+
+def _explain_orphans(pattern: EdgePattern, state: PassState) -> None:
+    g = state.g
+    explained = {node for miss in state.misses if miss.pattern == pattern.name for node in miss.node_ids}
+    anchors = "/".join(sorted(pattern.anchor))
+    verb = "fold" if pattern.fold else "fuse"
+    for op in g.ir.ops:
+        unit = state.single(op.id)
+        if unit is None or unit.op_type not in pattern.orphans or op.id in explained:
+            continue
+        first = op.input(0)
+        source = g.producer.get(first.name) if first is not None else None
+        if source is None:
+            where = f"its input '{first.name}' is a graph input" if first is not None else "it has no input"
+            state.miss(pattern.name, (op.id,), f"{g.label(op.id)} does not directly follow a {anchors}: {where}")
+            continue
+        reason = f"{g.label(op.id)} does not directly follow a {anchors}: its input comes from {g.label(source)}"
+        before = g.ops[source].input(0)
+        grand = g.producer.get(before.name) if before is not None else None
+        kernel = state.unit_of.get(grand) if grand is not None else None
+        grand_op = g.ops[kernel.anchor if kernel is not None else grand].op_type if grand is not None else ""
+        if grand_op in pattern.anchor:  # e.g. the Relu follows a Conv (or a Conv kernel that folded its BN)
+            reason += f" ({grand_op}→{g.ops[source].op_type}→{op.op_type} does not {verb})"
+        state.miss(pattern.name, (source, op.id), reason)

@@ -1,0 +1,246 @@
+"""The fusion pass: the per-node graph turned into the kernels a target runtime would run.
+
+``fuse(ir, node_costs, profile)`` groups the costed nodes into :class:`Kernel` s using the patterns the
+profile enables (:mod:`onnxroof.fusion.patterns`: the patterns are data, the pass applies them), and
+explains every candidate that did not fuse (:class:`Miss`). Only nodes whose state is ``costed`` become
+kernel members; every costed node belongs to exactly one kernel.
+
+Order of application (mirrors how runtimes rewrite): (1) decomposed functions (GELU, SiLU, LayerNorm,
+RMSNorm) are recognised, scanning nodes in topological order; (2) edge patterns grow each kernel, in
+topological order of anchors, one neighbour at a time until none applies (Conv → BN → Mul → Add → Relu);
+(3) pointwise fusion merges neighbouring elementwise-only kernels (never creating a cycle between kernels,
+joining only kernels of equal element count).
+
+The pass's parts: :mod:`onnxroof.fusion.graph` (the IR lookups, the units being built, merging them),
+:mod:`onnxroof.fusion.match` (phase 1), :mod:`onnxroof.fusion.edges` (phase 2) with the checks of
+:mod:`onnxroof.fusion.checks`, and :mod:`onnxroof.fusion.pointwise` (phase 3). This module holds the public
+types, runs the phases and costs the resulting kernels.
+
+Views (Reshape, Squeeze, Flatten, Identity, Dropout...) alias their input. Named patterns need DIRECT edges,
+as the runtimes' own pattern matchers do (a view between a MatMul and its Add blocks MatMul+Add → Gemm), but
+views are transparent to pointwise fusion and to the traffic accounting: a tensor read through a view is the
+same buffer, and a value consumed through a view by a kernel member is internal to the kernel.
+
+Kernel costs (a single-node kernel keeps its node's cost exactly):
+
+* FLOPs = Σ FLOPs of the members − those of the folded members (e.g. a BatchNormalization folded into the
+  preceding Conv's weights); MACs likewise.
+* bytes_read = Σ bytes of the distinct tensors the members read from OUTSIDE the kernel (each read once:
+  one weight or activation read by two members counts once; views resolved to the buffer they alias). Config
+  inputs (shape vectors, axes) are not charged, as the rules do not charge them; a folded member's constant
+  inputs (BN scale, bias, mean, var) are not read. The bias a fold adds to a bias-less Conv is not charged.
+* bytes_written = Σ bytes of member outputs used outside the kernel (a consumer outside it, directly or
+  through views; a Shape/Size reading only metadata does not count) or that are graph outputs.
+* params = elements of the distinct weights of the non-folded members.
+* Both traffic figures are capped at the sum of the members' own figures (fusion never adds traffic).
+* ideal: the kernel's cost with zero bytes for elementwise-only kernels and layout copies (the traffic a
+  perfect compiler would fuse away); other kernels keep their fused cost.
+
+A kernel is ``layout`` when it is one remaining copy (a rule of kind ``layout``: Transpose not absorbed,
+Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from onnxroof.core.cost import Cost
+from onnxroof.core.errors import OnnxroofError, ShapeUnknown
+from onnxroof.core.ir import ModelIR
+from onnxroof.core.registry import KIND_LAYOUT
+from onnxroof.costing.control_flow import NodeCost
+from onnxroof.fusion.checks import CHECKS, NOT_A_CANDIDATE
+from onnxroof.fusion.edges import apply_edges
+from onnxroof.fusion.graph import FusionGraph, PassState
+from onnxroof.fusion.match import apply_functions
+from onnxroof.fusion.patterns import (
+    PATTERNS,
+    PATTERNS_BY_NAME,
+    PROFILES,
+    EdgePattern,
+    FunctionPattern,
+    PointwisePattern,
+)
+from onnxroof.fusion.pointwise import apply_pointwise
+
+SINGLE = "single"
+
+# ------------------------------------------------------------------------------------------ public types
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """Nodes a runtime executes as one kernel.
+
+    ``node_ids``: the anchor first, then the other members in topological order (the anchor is also
+    topologically first except where a producer was absorbed, e.g. a Transpose read by the MatMul anchor).
+    ``pattern``: the patterns applied, joined by ``+`` in the order they applied (``conv_bn+ort_conv_activation``),
+    or ``single`` for an unfused node.
+    """
+
+    id: str
+    pattern: str
+    node_ids: tuple[str, ...]
+    cost: Cost
+    ideal: Cost
+    layout: bool
+    folded_nodes: tuple[str, ...]
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """The individual pattern names (empty for an unfused node)."""
+        return () if self.pattern == SINGLE else tuple(self.pattern.split("+"))
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A fusion candidate that did not fuse, and why."""
+
+    pattern: str
+    node_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class FusionResult:
+    """The kernels of one profile (in topological order of their anchors) and the misses, explained."""
+
+    profile: str
+    kernels: tuple[Kernel, ...]
+    misses: tuple[Miss, ...]
+    _by_node: Mapping[str, Kernel] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index = {node: kernel for kernel in self.kernels for node in kernel.node_ids}
+        object.__setattr__(self, "_by_node", MappingProxyType(index))
+
+    def kernel_of(self, node_id: str) -> Kernel | None:
+        """The kernel ``node_id`` runs in (None for nodes that do not run: views, folded, unsupported...)."""
+        return self._by_node.get(node_id)
+
+
+def profile_patterns(profile: str) -> tuple[str, ...]:
+    """The patterns ``profile`` enables; raises :class:`OnnxroofError` naming the known profiles."""
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        known = ", ".join(sorted(PROFILES))
+        raise OnnxroofError(f"unknown fusion profile '{profile}'; known profiles: {known}") from None
+
+
+# ------------------------------------------------------------------------------------------- kernels
+
+
+def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> Cost:
+    costs = [g.costs[n].cost for n in nodes]
+    if len(nodes) == 1:
+        return costs[0]
+    flops = sum(c.flops for n, c in zip(nodes, costs, strict=True) if n not in folded)
+    macs = sum(c.macs for n, c in zip(nodes, costs, strict=True) if n not in folded)
+    weights: dict[str, tuple[float, float]] = {}
+    for n in nodes:
+        if n not in folded:
+            weights.update(g.costs[n].weights)
+    params = float(sum(numel for numel, _ in weights.values()))
+    sum_read = sum(c.bytes_read for c in costs)
+    sum_written = sum(c.bytes_written for c in costs)
+    members = set(nodes)
+    try:
+        reads: dict[str, float] = {}
+        written = 0.0
+        for n in nodes:
+            op, entry = g.ops[n], g.entries[n]
+            skip = entry.config_inputs if entry is not None else frozenset()
+            for i, t in enumerate(op.inputs):
+                if t is None or i in skip or (n in folded and t.is_constant):
+                    continue
+                root = g.root(t.name)
+                if g.producer.get(root) in members or root in reads:
+                    continue
+                reads[root] = t.nbytes
+            for t in op.outputs:
+                if t is not None and g.escapes(t.name, members):
+                    written += t.nbytes
+        bytes_read, bytes_written = min(sum(reads.values()), sum_read), min(written, sum_written)
+    except ShapeUnknown:
+        bytes_read, bytes_written = sum_read, sum_written
+    return Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params)
+
+
+def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
+    g = state.g
+    units = {id(u): u for u in state.unit_of.values() if u.alive}
+    ordered = sorted(units.values(), key=lambda u: g.position[u.anchor])
+    kernels = []
+    for number, unit in enumerate(ordered, start=1):
+        rest = sorted((n for n in unit.nodes if n != unit.anchor), key=g.position.__getitem__)
+        nodes = [unit.anchor, *rest]
+        folded = set(unit.folded)
+        cost = _kernel_cost(nodes, folded, g)
+        layout = len(nodes) == 1 and g.kind[unit.anchor] == KIND_LAYOUT
+        free = layout or all(n in g.elementwise for n in nodes)
+        ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
+        kernels.append(
+            Kernel(
+                id=f"k{number}",
+                pattern="+".join(unit.patterns) if unit.patterns else SINGLE,
+                node_ids=tuple(nodes),
+                cost=cost,
+                ideal=ideal,
+                layout=layout,
+                folded_nodes=tuple(n for n in nodes if n in folded),
+            )
+        )
+    return tuple(kernels)
+
+
+def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, ...]:
+    g = state.g
+    kernel_of = {n: k for k in kernels for n in k.node_ids}
+    kept: list[Miss] = []
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    for miss in state.misses:
+        key = (miss.pattern, miss.node_ids)
+        if key in seen:
+            continue
+        seen.add(key)
+        owners = {id(kernel_of[n]) if n in kernel_of else n for n in miss.node_ids}
+        if len(miss.node_ids) > 1 and len(owners) == 1:
+            continue  # another pattern fused these nodes after all
+        function = isinstance(PATTERNS_BY_NAME.get(miss.pattern), FunctionPattern)
+        if function and any(n in kernel_of and miss.pattern in kernel_of[n].patterns for n in miss.node_ids):
+            continue  # the function was recognised on these nodes after all (from another start)
+        kept.append(Miss(miss.pattern, miss.node_ids, miss.reason))
+    kept.sort(key=lambda m: (g.position[m.node_ids[0]], m.pattern))
+    return tuple(kept)
+
+
+# ----------------------------------------------------------------------------------------------- entry
+
+
+def fuse(ir: ModelIR, node_costs: Mapping[str, NodeCost], profile: str) -> FusionResult:
+    """Group ``ir``'s costed nodes into the kernels the ``profile`` target would run (see the module docs)."""
+    enabled = set(profile_patterns(profile))
+    patterns = [p for p in PATTERNS if p.name in enabled]
+    state = PassState(FusionGraph(ir, node_costs))
+    apply_functions([p for p in patterns if isinstance(p, FunctionPattern)], state)
+    apply_edges([p for p in patterns if isinstance(p, EdgePattern)], state)
+    for p in patterns:
+        if isinstance(p, PointwisePattern):
+            apply_pointwise(p, state)
+    kernels = _build_kernels(state)
+    return FusionResult(profile, kernels, _final_misses(state, kernels))
+
+
+__all__ = [
+    "CHECKS",
+    "NOT_A_CANDIDATE",
+    "SINGLE",
+    "FusionResult",
+    "Kernel",
+    "Miss",
+    "fuse",
+    "profile_patterns",
+]

@@ -1,0 +1,175 @@
+"""The fusion pass's working state: read-only lookups over the IR, and the kernels being built.
+
+:class:`FusionGraph` indexes the IR once per :func:`onnxroof.fusion.fuse.fuse` call (producers, consumers, view
+aliases, which nodes are costed and elementwise); :class:`Unit` is one kernel under construction; and
+:class:`PassState` owns the units, merges them as patterns apply, and records the candidates that did not fuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+import onnxroof.rules  # noqa: F401  (registers every rule family: nodes are grouped by rule kind)
+from onnxroof.core.ir import ModelIR, OpView
+from onnxroof.core.registry import KIND_METADATA, KIND_VIEW, RuleEntry, lookup
+from onnxroof.costing.control_flow import NodeCost
+
+_ELEMENTWISE_MODULE = "onnxroof.rules.elementwise"
+#: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
+#: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
+_ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+# ------------------------------------------------------------------------------------ the graph context
+
+
+class FusionGraph:
+    """Read-only lookups over the IR, built once per call."""
+
+    def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost]) -> None:
+        self.ir = ir
+        self.costs = node_costs
+        self.ops: dict[str, OpView] = {op.id: op for op in ir.ops}
+        self.position: dict[str, int] = {op.id: i for i, op in enumerate(ir.ops)}
+        self.entries: dict[str, RuleEntry | None] = {}
+        self.costed: set[str] = set()
+        self.elementwise: set[str] = set()
+        self.kind: dict[str, str] = {}
+        self.producer: dict[str, str] = {}
+        self.consumers: dict[str, list[str]] = {}
+        self.alias_of: dict[str, str] = {}  # view output -> view input
+        self.alias_children: dict[str, list[str]] = {}
+        self.outputs = frozenset(ir.graph_outputs)
+        for op in ir.ops:
+            entry = lookup(op.domain, op.op_type)
+            self.entries[op.id] = entry
+            self.kind[op.id] = entry.kind if entry is not None else ""
+            cost = node_costs.get(op.id)
+            if cost is not None and cost.state == "costed":
+                self.costed.add(op.id)
+                if entry is not None and (entry.fn.__module__ == _ELEMENTWISE_MODULE or op.op_type in _ELEMENTWISE_OPS):
+                    self.elementwise.add(op.id)
+            for t in op.outputs:
+                if t is not None:
+                    self.producer[t.name] = op.id
+            seen: set[str] = set()
+            for t in op.inputs:
+                if t is not None and t.name not in seen:
+                    seen.add(t.name)
+                    self.consumers.setdefault(t.name, []).append(op.id)
+            source, view = op.input(0), op.output(0)
+            if self.kind[op.id] == KIND_VIEW and source is not None and view is not None:
+                self.alias_of[view.name] = source.name
+                self.alias_children.setdefault(source.name, []).append(view.name)
+        for op in ir.ops:  # tensors read implicitly by If/Loop/Scan bodies
+            if op.subgraphs and ir.graph.has_node(op.id):
+                for _, _, data in ir.graph.in_edges(op.id, data=True):
+                    for name in data.get("tensors", ()):
+                        users = self.consumers.setdefault(name, [])
+                        if op.id not in users:
+                            users.append(op.id)
+        self._users: dict[str, tuple[tuple[str, ...], bool]] = {}
+
+    def root(self, name: str) -> str:
+        """The buffer a tensor aliases (through views)."""
+        while name in self.alias_of:
+            name = self.alias_of[name]
+        return name
+
+    def users(self, name: str) -> tuple[tuple[str, ...], bool]:
+        """Nodes that need ``name``'s data (through views; metadata readers excluded), and whether it (or an
+        alias) is a graph output."""
+        cached = self._users.get(name)
+        if cached is not None:
+            return cached
+        found: list[str] = []
+        exported = name in self.outputs
+        for node in self.consumers.get(name, ()):
+            kind, source = self.kind[node], self.ops[node].input(0)
+            if kind == KIND_VIEW and source is not None and source.name == name:
+                continue  # an alias: its own users are followed below
+            if kind != KIND_METADATA:
+                found.append(node)
+        for child in self.alias_children.get(name, ()):
+            more, child_exported = self.users(child)
+            found.extend(n for n in more if n not in found)
+            exported = exported or child_exported
+        result = (tuple(found), exported)
+        self._users[name] = result
+        return result
+
+    def escapes(self, name: str, members: set[str]) -> bool:
+        users, exported = self.users(name)
+        return exported or any(u not in members for u in users)
+
+    def label(self, node: str) -> str:
+        return f"{self.ops[node].op_type} {node}"
+
+
+# ----------------------------------------------------------------------------------------------- units
+
+
+class Unit:
+    """A kernel being built (internal, mutable while the pass runs)."""
+
+    __slots__ = ("alive", "anchor", "folded", "function", "nodes", "op_type", "out", "patterns")
+
+    def __init__(self, anchor: str, op_type: str, out: str | None) -> None:
+        self.anchor = anchor
+        self.nodes = [anchor]
+        self.op_type = op_type
+        self.out = out
+        self.folded: list[str] = []
+        self.patterns: list[str] = []
+        self.function = False  # formed only by function patterns
+        self.alive = True
+
+
+def _op_key(op: OpView) -> str:
+    return op.op_type if op.domain in ("", "com.microsoft") else f"{op.domain}::{op.op_type}"
+
+
+class MissRecord(NamedTuple):
+    """A candidate that did not fuse, as the pass records it (the result's :class:`onnxroof.fusion.fuse.Miss`)."""
+
+    pattern: str
+    node_ids: tuple[str, ...]
+    reason: str
+
+
+class PassState:
+    """State of one fusion pass: the units, who owns which node, the misses found so far."""
+
+    def __init__(self, graph: FusionGraph) -> None:
+        self.g = graph
+        self.unit_of: dict[str, Unit] = {}
+        for op in graph.ir.ops:
+            if op.id in graph.costed:
+                out = op.outputs[0].name if op.outputs and op.outputs[0] is not None else None
+                self.unit_of[op.id] = Unit(op.id, _op_key(op), out)
+        self.misses: list[MissRecord] = []
+
+    def single(self, node: str) -> Unit | None:
+        unit = self.unit_of.get(node)
+        return unit if unit is not None and len(unit.nodes) == 1 else None
+
+    def miss(self, pattern: str, nodes: Iterable[str], reason: str) -> None:
+        ordered = tuple(sorted(set(nodes), key=self.g.position.__getitem__))
+        self.misses.append(MissRecord(pattern, ordered, reason))
+
+    def merge(self, unit: Unit, other: Unit, pattern: str, fold: bool, produces: str | None, out: str | None) -> None:
+        unit.nodes.extend(other.nodes)
+        if fold:
+            unit.folded.extend(other.nodes)
+        unit.folded.extend(other.folded)
+        for name in other.patterns:
+            if name not in unit.patterns:
+                unit.patterns.append(name)
+        if pattern not in unit.patterns:
+            unit.patterns.append(pattern)
+        unit.op_type = produces or unit.op_type
+        unit.out = out
+        unit.function = False
+        other.alive = False
+        for node in other.nodes:
+            self.unit_of[node] = unit

@@ -1,0 +1,196 @@
+"""Phase 1 of the fusion pass: decomposed functions (GELU, SiLU, LayerNorm, RMSNorm) matched by template.
+
+:func:`apply_functions` scans the nodes in topological order and tries each :class:`FunctionPattern` whose
+first step (or an optional step before it) the node can fill (template syntax: :mod:`onnxroof.fusion.patterns`).
+A match becomes one unit, unless a member's output is also used outside the match: then a miss says where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from onnxroof.core.ir import OpView
+from onnxroof.fusion.graph import FusionGraph, PassState
+from onnxroof.fusion.patterns import FunctionPattern, Step
+
+_COMMUTATIVE = frozenset({"Add", "Mul"})
+
+
+def apply_functions(functions: Sequence[FunctionPattern], state: PassState) -> None:
+    """Recognise ``functions`` on the nodes still alone in their unit, scanning in topological order."""
+    if not functions:
+        return
+    starts: dict[str, list[FunctionPattern]] = {}
+    for p in functions:
+        for steps in p.variants:
+            for step in steps:
+                for op_type, _ in step.alternatives:
+                    if p not in starts.setdefault(op_type, []):
+                        starts[op_type].append(p)
+                if not step.optional:
+                    break
+    for op in state.g.ir.ops:
+        for p in starts.get(op.op_type, ()):
+            if state.single(op.id) is not None and _apply_function(p, op.id, state):
+                break
+
+
+class _Match:
+    """Bindings of one template match attempt."""
+
+    __slots__ = ("alias", "bind", "used")
+
+    def __init__(self) -> None:
+        self.bind: dict[str, str] = {}
+        self.alias: dict[str, str] = {}
+        self.used: dict[str, str] = {}  # node id -> step var
+
+    def resolve(self, var: str) -> str:
+        while var in self.alias:
+            var = self.alias[var]
+        return var
+
+
+def _first_ref(step: Step) -> str | None:
+    for token in step.alternatives[0][1]:
+        if token.startswith("$"):
+            return token[1:]
+    return None
+
+
+def _match_inputs(op: OpView, tokens: tuple[str, ...], match: _Match) -> dict[str, str] | None:
+    inputs = list(op.inputs)
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    if len(inputs) > len(tokens):
+        return None
+    orders = [tokens]
+    if op.op_type in _COMMUTATIVE and len(tokens) == 2 and len(inputs) == 2:
+        orders.append((tokens[1], tokens[0]))
+    for order in orders:
+        new: dict[str, str] = {}
+        for i, token in enumerate(order):
+            t = inputs[i] if i < len(inputs) else None
+            if token == "c":
+                ok = t is not None and t.is_constant
+            elif token == "?c":
+                ok = t is None or t.is_constant
+            elif token == "*":
+                ok = t is not None
+            else:
+                var = match.resolve(token[1:])
+                bound = match.bind.get(var, new.get(var))
+                ok = t is not None and (bound is None or bound == t.name)
+                if ok and bound is None:
+                    new[var] = t.name  # type: ignore[union-attr]
+            if not ok:
+                break
+        else:
+            return new
+    return None
+
+
+def _try_step(step: Step, node: str, match: _Match, g: FusionGraph) -> bool:
+    """Bind ``node`` to ``step`` if its op type and inputs fit one of the step's alternatives."""
+    op = g.ops[node]
+    out = op.output(0)
+    if out is None:
+        return False
+    for op_type, tokens in step.alternatives:
+        if op.op_type != op_type:
+            continue
+        new = _match_inputs(op, tokens, match)
+        if new is None:
+            continue
+        match.bind.update(new)
+        match.bind[match.resolve(step.out)] = out.name
+        match.used[node] = step.out
+        return True
+    return False
+
+
+def _match_variant(steps: tuple[Step, ...], start: int, node: str, state: PassState) -> _Match | None:
+    g = state.g
+    match = _Match()
+    for step in steps[:start]:
+        ref = _first_ref(step)
+        if ref is None:
+            return None
+        match.alias[step.out] = ref
+    if not _try_step(steps[start], node, match, g):
+        return None
+    for step in steps[start + 1 :]:
+        found = False
+        for op_type, tokens in step.alternatives:
+            refs = [match.resolve(t[1:]) for t in tokens if t.startswith("$")]
+            bound = [match.bind[r] for r in refs if r in match.bind]
+            if not bound:
+                continue
+            for candidate in g.consumers.get(min(bound, key=lambda name: len(g.consumers.get(name, ()))), ()):
+                if candidate in match.used or state.single(candidate) is None:
+                    continue
+                if g.ops[candidate].op_type == op_type and _try_step(step, candidate, match, g):
+                    found = True
+                    break
+            if found:
+                break
+        if not found:
+            if not step.optional:
+                return None
+            ref = _first_ref(step)
+            if ref is None:
+                return None
+            match.alias[step.out] = ref
+    return match
+
+
+def _start_indices(steps: tuple[Step, ...], op_type: str) -> list[int]:
+    starts = []
+    for i, step in enumerate(steps):
+        if any(alt[0] == op_type for alt in step.alternatives):
+            starts.append(i)
+        if not step.optional:
+            break
+    return starts
+
+
+def _apply_function(pattern: FunctionPattern, node: str, state: PassState) -> bool:
+    g = state.g
+    op_type = g.ops[node].op_type
+    for steps in pattern.variants:
+        for start in _start_indices(steps, op_type):
+            match = _match_variant(steps, start, node, state)
+            if match is None:
+                continue
+            output = match.bind.get(match.resolve(steps[-1].out))
+            if output is None:
+                continue
+            members = set(match.used)
+            reason = _internal_escape(members, output, g)
+            if reason is not None:
+                state.miss(pattern.name, members, f"{pattern.name}: {reason}")
+                continue
+            ordered = sorted(members, key=g.position.__getitem__)
+            unit = state.unit_of[ordered[0]]
+            for other in ordered[1:]:
+                state.merge(unit, state.unit_of[other], pattern.name, False, None, None)
+            unit.patterns = [pattern.name]
+            unit.op_type = pattern.produces
+            unit.out = output
+            unit.function = True
+            return True
+    return False
+
+
+def _internal_escape(members: set[str], output: str, g: FusionGraph) -> str | None:
+    for node in sorted(members, key=g.position.__getitem__):
+        for t in g.ops[node].outputs:
+            if t is None or t.name == output:
+                continue
+            users, exported = g.users(t.name)
+            if exported:
+                return f"{g.label(node)}'s output '{t.name}' is a graph output"
+            outside = [u for u in users if u not in members]
+            if outside:
+                return f"{g.label(node)}'s output '{t.name}' also feeds {g.label(outside[0])}"
+    return None

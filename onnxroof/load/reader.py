@@ -1,0 +1,209 @@
+"""Load an ONNX model without its weights, bind symbolic dims, and infer every tensor's shape.
+
+Never reads weight bytes: the file is parsed with ``load_external_data=False`` (shapes and dtypes sit in
+each TensorProto). The only external bytes ever read are small integer tensors (≤ ``SMALL_CONSTANT_LIMIT``
+elements, shape vectors and the like) when shape inference needs their values, and only from files inside
+the model's own folder.
+
+Shape inference is ONNX's own (strict mode, data propagation). Where it leaves outputs without a static
+shape, two fallbacks run: (1) small constant-only subgraphs are folded with the ONNX reference evaluator and
+inference is re-run; (2) shape-preserving and broadcasting ops propagate shapes directly. What is still
+unknown is reported by name with the node that produced it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+import onnx
+import onnx.inliner
+from onnx import TensorProto, helper
+
+from onnxroof.core.errors import ModelError, one_line
+from onnxroof.core.ir import normalize_domain
+from onnxroof.load.dims import bind_dims, parse_dim_bindings, symbolic_dims
+from onnxroof.load.shapes import (
+    fold_small_constants,
+    infer,
+    is_static,
+    missing_outputs,
+    propagate_fallback,
+    value_types,
+)
+
+__all__ = [
+    "LoadedModel",
+    "bind_dims",
+    "check_external_paths",
+    "check_model",
+    "load_model",
+    "parse_dim_bindings",
+    "read_model",
+    "symbolic_dims",
+]
+
+MIN_OPSET = 7
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A shape-inferred model whose weights were never loaded."""
+
+    model: onnx.ModelProto = field(repr=False)
+    path: Path | None
+    value_types: Mapping[str, onnx.TypeProto] = field(repr=False)
+    dims: Mapping[str, int]
+    opset: int
+    warnings: tuple[str, ...]
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, Path | None]:
+    """Parse ``source`` (a path or a ModelProto) without external data; errors name the file."""
+    if isinstance(source, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+        return model, None
+    path = Path(source)
+    if not path.exists():
+        raise ModelError(f"{path}: no such file")
+    if path.is_dir():
+        raise ModelError(f"{path}: is a folder, not an ONNX file")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf raises DecodeError and others on bad bytes
+        raise ModelError(f"{path}: not a readable ONNX model ({one_line(str(exc))})") from exc
+    if model.ir_version == 0 or not model.HasField("graph"):
+        raise ModelError(f"{path}: not an ONNX model (no IR version or no graph; is the file truncated?)")
+    return model, path
+
+
+def _all_graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _all_graphs(sub)
+
+
+def _external_tensors(model: onnx.ModelProto):
+    for graph in _all_graphs(model.graph):
+        for tensor in graph.initializer:
+            if tensor.data_location == TensorProto.EXTERNAL:
+                yield tensor
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_location == TensorProto.EXTERNAL:
+                    yield attr.t
+
+
+def _external_location(tensor: TensorProto) -> str:
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            return entry.value
+    return ""
+
+
+def check_external_paths(model: onnx.ModelProto, path: Path | None) -> None:
+    """Every external-data location must be a relative path inside the model's folder."""
+    base = (path.parent if path else Path.cwd()).resolve()
+    where = str(path) if path else "<model>"
+    for tensor in _external_tensors(model):
+        location = _external_location(tensor)
+        if not location:
+            raise ModelError(f"{where}: tensor '{tensor.name}': external data has no 'location'")
+        target = (base / location).resolve()
+        if Path(location).is_absolute() or not target.is_relative_to(base):
+            raise ModelError(
+                f"{where}: tensor '{tensor.name}': external data location '{location}' points outside "
+                f"the model's folder"
+            )
+
+
+def _without_external_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy for the checker in which no tensor refers to external data.
+
+    The checker insists that external-data files exist (relative to the working directory); onnxroof never
+    reads them, and an absent or sparse weight file must still analyze. Top-level external initializers
+    become typed graph inputs (their dims kept); external tensors elsewhere (subgraph initializers,
+    ``Constant`` values) become empty inline tensors of the same name and type — the checker does not infer
+    shapes, so nothing else changes. Everything else is checked as is.
+    """
+    if next(_external_tensors(model), None) is None:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    external = [t for t in copy.graph.initializer if t.data_location == TensorProto.EXTERNAL]
+    names = {t.name for t in external}
+    kept = [t for t in copy.graph.initializer if t.name not in names]
+    listed = {v.name for v in copy.graph.input}
+    new_inputs = [
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in external if t.name not in listed
+    ]
+    del copy.graph.initializer[:]
+    copy.graph.initializer.extend(kept)
+    copy.graph.input.extend(new_inputs)
+    for tensor in _external_tensors(copy):  # the remaining ones: in subgraphs and Constant attributes
+        tensor.CopyFrom(helper.make_tensor(tensor.name, tensor.data_type, [0], []))
+    if copy.ir_version < 4:
+        copy.ir_version = 4
+    return copy
+
+
+def check_model(model: onnx.ModelProto, path: Path | None) -> int:
+    """Run the ONNX checker and the opset floor; return the default-domain opset."""
+    where = str(path) if path else "<model>"
+    opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
+    opset = opsets.get("")
+    if opset is None:
+        raise ModelError(f"{where}: opset_import names no default ('ai.onnx') opset")
+    if opset < MIN_OPSET:
+        raise ModelError(f"{where}: opset {opset} is older than the oldest supported ({MIN_OPSET})")
+    try:
+        onnx.checker.check_model(_without_external_initializers(model))
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        raise ModelError(f"{where}: fails the ONNX checker: {one_line(str(exc))}") from exc
+    return opset
+
+
+# ------------------------------------------------------------------------------------------- entry point
+
+
+def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, object] | None = None) -> LoadedModel:
+    """Read, check, bind dims, inline local functions and infer shapes; never reads weight bytes."""
+    model, path = read_model(source)
+    check_external_paths(model, path)
+    opset = check_model(model, path)
+    warnings: list[str] = []
+    if model.functions:
+        try:
+            model = onnx.inliner.inline_local_functions(model)
+        except Exception as exc:
+            warnings.append(
+                f"could not inline model-local functions ({one_line(str(exc))}); their calls are "
+                f"reported as unsupported"
+            )
+    bound, bind_warnings = bind_dims(model, dims or {})
+    warnings += bind_warnings
+    inferred, infer_warnings = infer(model)
+    warnings += infer_warnings
+    types = value_types(inferred)
+    if missing_outputs(inferred, types):
+        folded_model, count = fold_small_constants(inferred, path.parent.resolve() if path else None, types)
+        if count:
+            refolded, _ = infer(folded_model)
+            refolded_types = value_types(refolded)
+            for name, type_proto in refolded_types.items():
+                if not is_static(types.get(name)) and is_static(type_proto):
+                    types[name] = type_proto
+        propagate_fallback(inferred, types)
+    return LoadedModel(inferred, path, MappingProxyType(types), MappingProxyType(bound), opset, tuple(warnings))

@@ -1,0 +1,205 @@
+"""Hardware platforms: the peaks and bandwidths a roofline is drawn from, loaded from TOML files.
+
+One TOML file per platform (the bundled ones live in ``platforms/``, installed as the package
+``onnxroof.platforms``). Every figure is an inline table ``{ value = <number > 0>, source = "<text>" }``
+so that no number travels without the place it came from. Units are in the key names and are decimal SI:
+``peak_tflops`` (TFLOP/s, or TOPS for integer precisions; dense, with 2:4-sparse peaks kept apart in
+``sparse_peak_tflops``), ``dram_bandwidth_gbps`` (GB/s = 1e9 B/s), ``capacity_gb`` (1e9 B), ``onchip_mb``
+(1e6 B), ``tdp_w``, ``launch_overhead_us`` and ``run_overhead_us``. :class:`Platform` holds the same figures in
+base SI units (FLOP/s, B/s, bytes, seconds).
+
+Files written by ``onnxroof calibrate`` (``measured = true``) may also hold:
+
+* ``[measurement]``: free-form facts about the measurement (``date``, ``onnxruntime``, ``onnxroof``, ``threads``,
+  ``cpu``, ``quick``, ``duration_s``, ``bandwidth_sweep``): strings, numbers or booleans, no sources;
+* ``[memory] cache_levels``: an empirical memory hierarchy, a list of inline tables
+  ``{ size_mb = <number > 0>, bandwidth_gbps = <number > 0>, source = "<text>" }`` in increasing size: a kernel
+  whose working set fits in ``size_mb`` is costed at that level's bandwidth instead of DRAM's;
+* ``[efficiency]``: FRAME-style derating per op class (see :data:`EFFICIENCY_CLASSES`), each a figure whose value
+  lies in (0, 1]: the share of the roofline that kernels of that class attain.
+
+Any platform may also give the what-if figures (issue 7):
+
+* ``[memory] onchip_bandwidth_gbps``: the on-chip roof. With ``onchip_mb`` it forms a one-level hierarchy named
+  ``onchip`` (when no measured ``cache_levels`` are given): a kernel whose working set fits on chip streams at
+  this bandwidth instead of DRAM's (see :mod:`onnxroof.roofline.classify`).
+* ``[array]``: a processing-element array — ``height`` and ``width`` (PEs), ``instances`` (arrays, default 1) and
+  ``clock_ghz``. GEMM-like kernels are mapped onto it with the padding loss of dims that do not divide it
+  (:mod:`onnxroof.roofline.pe_array`); the array's peak ``2 · height · width · instances · clock`` is reported beside
+  the
+  datasheet peaks, which stay the roofs.
+* ``sparsity = "2:4" | "unstructured" | "none"``: what zeros the hardware can skip (``--skip-compute``). Absent:
+  ``"2:4"`` when the file has ``[sparse_peak_tflops]``, else ``"none"``. ``"2:4"`` applies to the precisions
+  with a sparse peak.
+* ``[energy_pj_per_op]``: energy per operation (one FLOP; one OP for integer precisions) per precision, pJ;
+  ``[energy_pj_per_byte]``: energy per byte moved for each memory level, ``dram`` (required when the table is
+  given) and ``onchip`` (bytes served by the on-chip level or a measured cache level), pJ/B. Together they draw
+  the floorline (:mod:`onnxroof.roofline.energy`).
+
+Loading validates strictly: an unknown key, a missing required key, a figure without a source or with a
+value that is not a positive finite number, or a bad ``kind`` / ``fusion_profile`` raises
+:class:`~onnxroof.core.errors.PlatformError` with one line naming the file and the dotted key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from onnxroof.core.errors import PlatformError
+
+SCHEMA_VERSION = 1
+PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
+"""Precision keys a platform may give a peak for, in display order."""
+PRECISION_FALLBACK: Mapping[str, str] = MappingProxyType(
+    {"bf16": "fp16", "fp16": "fp32", "fp8": "fp16", "int4": "int8", "int8": "fp32", "fp64": "fp32", "tf32": "fp32"}
+)
+"""When a platform lacks a figure for a precision, the next one down this chain is used (and said)."""
+KINDS: tuple[str, ...] = ("gpu", "cpu", "accelerator")
+FUSION_PROFILES: tuple[str, ...] = ("tensorrt", "ort-cpu", "none")
+EFFICIENCY_CLASSES: tuple[str, ...] = (
+    "matmul",
+    "conv",
+    "depthwise",
+    "elementwise",
+    "activation",
+    "normalization",
+    "lrn",
+    "softmax",
+    "pooling",
+    "reduction",
+    "movement",
+    "indexing",
+    "recurrent",
+    "other",
+)
+"""Op classes an ``[efficiency]`` table may derate (see :func:`onnxroof.roofline.classify.op_class`)."""
+SPARSITY_KINDS: tuple[str, ...] = ("2:4", "unstructured", "none")
+"""What zeros a platform's compute units can skip: 2:4 structured weight sparsity, any zero, or none."""
+ENERGY_LEVELS: tuple[str, ...] = ("dram", "onchip")
+"""Memory levels an ``[energy_pj_per_byte]`` table may price."""
+MEASUREMENT_KEYS: tuple[str, ...] = (
+    "date",
+    "onnxruntime",
+    "onnxroof",
+    "threads",
+    "cpu",
+    "quick",
+    "duration_s",
+    "bandwidth_sweep",
+)
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLevel:
+    """One level of an empirical memory hierarchy: working sets up to ``size`` bytes stream at ``bandwidth``."""
+
+    size: float
+    """Largest working set measured at this bandwidth, bytes."""
+    bandwidth: float
+    """B/s."""
+    source: str
+    name: str = ""
+    """Display name; empty: ``L1``, ``L2``... by position."""
+
+
+@dataclass(frozen=True, slots=True)
+class PEArray:
+    """A processing-element array: ``instances`` arrays of ``height × width`` PEs, each one MAC per cycle."""
+
+    height: int
+    width: int
+    instances: int
+    clock_hz: float
+
+    @property
+    def peak_flops(self) -> float:
+        """``2 · height · width · instances · clock`` FLOP/s (a MAC is 2 FLOPs)."""
+        return 2.0 * self.height * self.width * self.instances * self.clock_hz
+
+
+@dataclass(frozen=True)
+class Platform:
+    """One hardware target, in base SI units. Build it with :func:`load_platform`."""
+
+    name: str
+    title: str
+    kind: str
+    fusion_profile: str
+    peak_flops: Mapping[str, float] = field(hash=False)
+    """Dense peak per precision, FLOP/s (integer precisions: OP/s)."""
+    sparse_peak_flops: Mapping[str, float] = field(hash=False)
+    """2:4 structured-sparse peak per precision, FLOP/s; never used as a dense roof."""
+    dram_bandwidth: float
+    """Off-chip memory bandwidth, B/s."""
+    memory_capacity: float | None
+    """Device memory, bytes."""
+    onchip_memory: float | None
+    """Last-level on-chip memory (L2 / L3 / SRAM), bytes."""
+    tdp_w: float | None
+    launch_overhead_s: float
+    """Fixed cost per kernel launch / op dispatch, seconds."""
+    sources: Mapping[str, str] = field(hash=False)
+    """Dotted TOML key (e.g. ``peak_tflops.fp32``) to the source text, for every figure."""
+    path: str
+    """Where it was loaded from: ``bundled:<name>`` or the file path."""
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+    measured: bool = False
+    """True for files calibrated from measurements rather than datasheets."""
+    measurement: Mapping[str, str | int | float | bool] = field(default_factory=lambda: _EMPTY, hash=False)
+    """Facts about the measurement (``[measurement]``: date, onnxruntime version, threads, CPU...)."""
+    cache_levels: tuple[CacheLevel, ...] = ()
+    """Empirical cache levels in increasing size (``[memory] cache_levels``); empty: DRAM only."""
+    efficiency: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
+    """Op class to the share of the roofline its kernels attain, in (0, 1] (``[efficiency]``); absent: 1."""
+    run_overhead_s: float = 0.0
+    """Fixed cost per inference call (``runtime.run_overhead_us``), seconds; 0 when not given."""
+    onchip_bandwidth: float | None = None
+    """On-chip bandwidth (``memory.onchip_bandwidth_gbps``), B/s; forms the ``onchip`` cache level."""
+    array: PEArray | None = None
+    """The processing-element array (``[array]``), if the platform describes one."""
+    sparsity: str = "none"
+    """What zeros the compute units skip: one of :data:`SPARSITY_KINDS`."""
+    energy_per_op: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
+    """Precision to joules per operation (``[energy_pj_per_op]`` × 1e-12)."""
+    energy_per_byte: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
+    """Memory level (``dram``, ``onchip``) to joules per byte (``[energy_pj_per_byte]`` × 1e-12)."""
+
+    @property
+    def has_energy(self) -> bool:
+        """True when the platform gives both operation and DRAM byte energies (the floorline can be drawn)."""
+        return bool(self.energy_per_op) and "dram" in self.energy_per_byte
+
+    def precisions(self) -> tuple[str, ...]:
+        """The precisions with a dense peak, in :data:`PRECISIONS` order."""
+        return tuple(p for p in PRECISIONS if p in self.peak_flops)
+
+    def peak(self, precision: str) -> float:
+        """Dense peak for ``precision`` in FLOP/s; :class:`PlatformError` if the platform has none."""
+        try:
+            return self.peak_flops[precision]
+        except KeyError:
+            raise PlatformError(
+                f"platform {self.name!r} has no peak for precision {precision!r}; "
+                f"it has: {', '.join(self.precisions())}"
+            ) from None
+
+    def ridge(self, precision: str) -> float:
+        """Ridge point (FLOP/byte) for ``precision``: dense peak ÷ DRAM bandwidth."""
+        return self.peak(precision) / self.dram_bandwidth
+
+    def bandwidth_for(self, working_set: float) -> tuple[float, str]:
+        """(bandwidth B/s, level name) for a kernel moving ``working_set`` bytes.
+
+        The smallest cache level whose size holds the working set (named ``L1``, ``L2``... in order of the
+        ``cache_levels`` list), else DRAM (``"dram"``).
+        """
+        for number, level in enumerate(self.cache_levels, start=1):
+            if working_set <= level.size:
+                return level.bandwidth, level.name or f"L{number}"
+        return self.dram_bandwidth, "dram"

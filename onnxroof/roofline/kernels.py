@@ -1,0 +1,168 @@
+"""Kernels on the roofline: what a runtime launches, placed and summed.
+
+The fusion pass (:mod:`onnxroof.fusion.fuse`) groups costed nodes into kernels; this module places each kernel on
+the platform's roofline and computes the three totals every report shows:
+
+* **unfused** — every costed node its own kernel (an upper bound: no runtime fuses nothing);
+* **fused** — the kernels of the target runtime's fusion profile (the estimate);
+* **ideal** — the fused kernels with all elementwise and layout traffic free, and no launch for kernels
+  left with nothing to move (a lower bound).
+
+Layout traffic is the bytes and time of kernels that are pure copies (Transpose, Concat, Slice, Pad...)
+left after fusion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from onnxroof.core.cost import Cost
+from onnxroof.platform.model import Platform
+from onnxroof.roofline.classify import BOUND_MEMORY, RooflinePoint, classify
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The cost and roofline figures every node and kernel result carries (same names in both)."""
+
+    flops: float
+    macs: float
+    bytes_read: float
+    bytes_written: float
+    params: float
+    intensity: float
+    peak_flops: float
+    ridge: float
+    attainable_flops: float
+    t_compute_s: float
+    t_memory_s: float
+    t_overhead_s: float
+    latency_s: float
+    bound: str
+    utilization: float = field(default=1.0, kw_only=True)
+    """Processing-element array utilization (1 without an array or for non-GEMM kernels)."""
+    energy_j: float | None = field(default=None, kw_only=True)
+    """Dynamic energy, J (None: the platform gives no energy figures)."""
+    energy_compute_j: float | None = field(default=None, kw_only=True)
+    energy_memory_j: float | None = field(default=None, kw_only=True)
+    energy_bound: str = field(default="none", kw_only=True)
+    """``compute`` or ``memory`` (which energy dominates), ``none`` when nothing runs or energy is unknown."""
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    def _plain(self) -> dict[str, Any]:
+        """Own fields first, then the placement figures, as plain data (``asdict`` deep-copies slowly)."""
+        names = [f.name for f in fields(self)]
+        shared = len(fields(Placement))
+        return {name: getattr(self, name) for name in names[shared:] + names[:shared]}
+
+
+@dataclass(frozen=True, slots=True)
+class KernelResult(Placement):
+    """One kernel: its member nodes, its cost (only what crosses its boundary) and its roofline point."""
+
+    id: str
+    pattern: str  # fusion pattern name, or "single" for a node run alone
+    node_ids: tuple[str, ...]  # members in topological order; the first is the anchor
+    op_types: tuple[str, ...]
+    folded_nodes: tuple[str, ...]  # members whose FLOPs and parameters fold away (e.g. a BatchNorm)
+    layout: bool  # a pure copy left after fusion: layout traffic
+    precision: str
+    ideal_bytes: float  # this kernel's traffic in the ideal total
+    ideal_latency_s: float  # this kernel's time in the ideal total
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self._plain()
+        for name in ("node_ids", "op_types", "folded_nodes"):
+            data[name] = list(data[name])
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """One of the three totals."""
+
+    flops: float
+    bytes: float
+    latency_s: float
+
+
+def placed_fields(cost: Cost, point: RooflinePoint) -> dict[str, Any]:
+    """The cost and roofline fields shared by node and kernel results (same names in both)."""
+    return {
+        "flops": cost.flops,
+        "macs": cost.macs,
+        "bytes_read": cost.bytes_read,
+        "bytes_written": cost.bytes_written,
+        "params": cost.params,
+        "intensity": point.intensity,
+        "peak_flops": point.peak_flops,
+        "ridge": point.ridge,
+        "attainable_flops": point.attainable_flops,
+        "t_compute_s": point.t_compute,
+        "t_memory_s": point.t_memory,
+        "t_overhead_s": point.t_overhead,
+        "latency_s": point.latency,
+        "bound": point.bound,
+        "utilization": point.utilization,
+        "energy_j": point.energy.total_j if point.energy is not None else None,
+        "energy_compute_j": point.energy.compute_j if point.energy is not None else None,
+        "energy_memory_j": point.energy.memory_j if point.energy is not None else None,
+        "energy_bound": point.energy.bound if point.energy is not None else "none",
+    }
+
+
+def place_kernel(
+    kernel_id: str,
+    pattern: str,
+    node_ids: tuple[str, ...],
+    op_types: tuple[str, ...],
+    cost: Cost,
+    ideal: Cost,
+    *,
+    layout: bool,
+    folded: tuple[str, ...],
+    platform: Platform,
+    precision: str,
+    launches: int = 1,
+    op_class: str | None = None,
+    cold_bytes: float = 0.0,
+    utilization: float = 1.0,
+) -> KernelResult:
+    """Classify a kernel's fused cost, and its ideal cost (no launch when nothing is left to move).
+
+    ``op_class`` picks the platform's efficiency derating, ``cold_bytes`` the bytes that come from DRAM even
+    when a measured cache level could hold the working set, ``utilization`` the processing-element array
+    utilization (see :func:`onnxroof.roofline.classify.classify`).
+    """
+    common = {"launches": launches, "op_class": op_class, "utilization": utilization}
+    point = classify(cost, platform, precision, cold_bytes=cold_bytes, **common)
+    if ideal.bytes > 0:
+        ideal_latency = classify(ideal, platform, precision, cold_bytes=min(cold_bytes, ideal.bytes), **common).latency
+    else:
+        roof = platform.peak(precision) * platform.efficiency.get(op_class or "", 1.0) * utilization
+        ideal_latency = ideal.flops / roof
+    return KernelResult(
+        id=kernel_id,
+        pattern=pattern,
+        node_ids=node_ids,
+        op_types=op_types,
+        folded_nodes=folded,
+        layout=layout,
+        precision=precision,
+        **placed_fields(cost, point),
+        ideal_bytes=ideal.bytes,
+        ideal_latency_s=ideal_latency,
+    )
+
+
+def fused_bounds(kernels: tuple[KernelResult, ...]) -> Bounds:
+    return Bounds(sum(k.flops for k in kernels), sum(k.bytes for k in kernels), sum(k.latency_s for k in kernels))
+
+
+def memory_bound_share(kernels: tuple[KernelResult, ...]) -> float:
+    total = sum(k.latency_s for k in kernels)
+    return sum(k.latency_s for k in kernels if k.bound == BOUND_MEMORY) / total if total > 0 else 0.0

@@ -1,0 +1,198 @@
+"""Comparisons: one model on several platforms, one row per platform.
+
+``compare(model, ["xavier", "agx-orin", "pim"], {"batch": 1})`` runs :func:`onnxroof.analyze` once per platform
+with the same dims and what-if knobs and keeps, per platform, what a choice between chips turns on: predicted
+latency and throughput (``1 / latency``), energy per inference and the energy-delay product (None where the
+platform file gives no energy figures), the memory-bound share, the bound mix (the share of kernels and of
+time that is compute-bound vs memory-bound) and the kernel that takes the most time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import onnx
+
+from onnxroof.analysis.analyze import Analysis, analyze
+from onnxroof.analysis.whatif import WhatIf
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.platform.lookup import load_platform
+from onnxroof.platform.model import Platform
+from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
+
+
+class CompareError(OnnxroofError):
+    """A comparison is malformed: no platform, or one given twice."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopKernel:
+    """The kernel with the most predicted time on one platform."""
+
+    id: str
+    op_types: tuple[str, ...]
+    latency_s: float
+    share: float
+    """Of the platform's predicted latency."""
+    bound: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRow:
+    """The model on one platform."""
+
+    platform: str
+    title: str
+    precision: str
+    """The precision the most predicted time computes at."""
+    fusion_profile: str
+    latency_s: float
+    throughput: float
+    """Inferences per second: ``1 / latency_s``."""
+    flops: float
+    """Fused FLOPs."""
+    bytes: float
+    """Fused bytes."""
+    energy_j: float | None
+    energy_delay_js: float | None
+    energy_memory_share: float | None
+    memory_bound_share: float
+    """Share of the predicted time in memory-bound kernels."""
+    kernels: int
+    compute_kernels: int
+    memory_kernels: int
+    top_kernel: TopKernel | None
+    array_utilization: float | None
+
+    @property
+    def compute_time_share(self) -> float:
+        """Share of the predicted time in compute-bound kernels."""
+        return 1.0 - self.memory_bound_share if self.kernels else 0.0
+
+    @property
+    def compute_kernel_share(self) -> float:
+        """Share of the kernels that are compute-bound."""
+        return self.compute_kernels / self.kernels if self.kernels else 0.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One model on several platforms, in the order given."""
+
+    model: str
+    dims: Mapping[str, int]
+    precision: str | None
+    """The precision override every platform was costed with (None: the model's own)."""
+    rows: tuple[CompareRow, ...]
+    warnings: tuple[str, ...]
+    whatif: WhatIf = field(default_factory=WhatIf)
+    """The what-if knobs every platform was costed with."""
+
+    @property
+    def fastest(self) -> str | None:
+        """The platform with the least predicted latency."""
+        return min(self.rows, key=lambda r: r.latency_s).platform if self.rows else None
+
+    @property
+    def least_energy(self) -> str | None:
+        """The platform with the least energy per inference (None: no platform gives energy figures)."""
+        priced = [r for r in self.rows if r.energy_j is not None]
+        return min(priced, key=lambda r: r.energy_j or 0.0).platform if priced else None
+
+
+def compare(
+    model: str | os.PathLike | onnx.ModelProto,
+    platforms: Sequence[str | os.PathLike | Platform],
+    dims: Mapping[str, object] | None = None,
+    precision: str | None = None,
+    fusion: str | None = None,
+    strict: bool = False,
+    *,
+    densities: Mapping[str, float] | None = None,
+    layer_densities: Mapping[str, Mapping[str, float]] | None = None,
+    compress_mem: bool = False,
+    skip_compute: bool = False,
+) -> Comparison:
+    """Analyse ``model`` on each of ``platforms`` (names, files or :class:`Platform`) with the same options.
+
+    Every platform is loaded (and ``precision`` checked against each) before any analysis runs. Raises
+    :class:`CompareError` when no platform is given or one is given twice (by name or alias).
+    """
+    if not platforms:
+        raise CompareError("compare needs at least one platform")
+    targets = [p if isinstance(p, Platform) else load_platform(p) for p in platforms]
+    seen: set[str] = set()
+    for target in targets:
+        if target.name in seen:
+            raise CompareError(f"platform '{target.name}' given twice")
+        seen.add(target.name)
+        if precision is not None:
+            target.peak(precision)
+    options = {
+        "precision": precision,
+        "fusion": fusion,
+        "strict": strict,
+        "densities": densities,
+        "layer_densities": layer_densities,
+        "compress_mem": compress_mem,
+        "skip_compute": skip_compute,
+    }
+    analyses = [analyze(model, target, dims, **options) for target in targets]
+    first = analyses[0].model
+    return Comparison(
+        model=first.path or first.graph_name or "model",
+        dims=first.dims,
+        precision=precision,
+        rows=tuple(compare_row(a) for a in analyses),
+        warnings=tuple(dict.fromkeys(w for a in analyses for w in a.warnings)),
+        whatif=analyses[0].whatif,
+    )
+
+
+def compare_row(analysis: Analysis) -> CompareRow:
+    """One analysis as a comparison row."""
+    t = analysis.totals
+    kernels = analysis.kernels
+    top = analysis.top_kernels(1)
+    latency = t.latency_s
+    return CompareRow(
+        platform=analysis.platform.name,
+        title=analysis.platform.title,
+        precision=main_precision(analysis),
+        fusion_profile=analysis.fusion_profile,
+        latency_s=latency,
+        throughput=1.0 / latency if latency > 0 else math.inf,
+        flops=float(t.fused.flops),
+        bytes=float(t.fused.bytes),
+        energy_j=t.energy_j,
+        energy_delay_js=t.energy_delay_js,
+        energy_memory_share=t.energy_memory_share,
+        memory_bound_share=t.memory_bound_share,
+        kernels=len(kernels),
+        compute_kernels=sum(1 for k in kernels if k.bound == BOUND_COMPUTE),
+        memory_kernels=sum(1 for k in kernels if k.bound == BOUND_MEMORY),
+        top_kernel=None
+        if not top
+        else TopKernel(
+            id=top[0].id,
+            op_types=top[0].op_types,
+            latency_s=top[0].latency_s,
+            share=top[0].latency_s / latency if latency > 0 else 0.0,
+            bound=top[0].bound,
+        ),
+        array_utilization=t.array_utilization,
+    )
+
+
+def main_precision(analysis: Analysis) -> str:
+    """The precision the most predicted time computes at (the override, or the platform's first when nothing
+    runs)."""
+    time: dict[str, float] = {}
+    for kernel in analysis.kernels:
+        time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
+    if time:
+        return max(time, key=lambda p: (time[p], p))
+    return analysis.precision_override or analysis.platform.precisions()[0]
