@@ -16,23 +16,7 @@ from typing import NamedTuple
 from onnxroof.analysis.analyze import Analysis
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.units import joules
-from onnxroof.report.charts import (
-    POINT_COLOUR,
-    corner_note,
-    decades,
-    figure_bytes,
-    finish_log_axes,
-    finite_intensities,
-    intensity_x,
-    label,
-    legend_dot,
-    log_log_axes,
-    model_name,
-    plain_text,
-    point_size,
-    ridge_marker,
-    sized_points,
-)
+from onnxroof.report import charts
 from onnxroof.report.html import BOUND_COLOURS
 from onnxroof.roofline.energy import byte_energy, energy_ridge, op_energy
 from onnxroof.studies.compare import main_precision
@@ -70,21 +54,19 @@ def floorline_figure(analysis: Analysis, title: str | None = None):
     drawn = [k for k in analysis.kernels if k.flops > 0 and k.energy_j]
     ys = [(k.energy_j or 0.0) / k.flops for k in drawn]
     limits = (
-        *decades([*finite_intensities(drawn), floor.ridge], 2.0, 4),
-        *decades([*ys, floor.per_op, 2 * floor.per_op], 1.6, 3),
+        *charts.decades([*charts.finite_intensities(drawn), floor.ridge], 2.0, 4),
+        *charts.decades([*ys, floor.per_op, 2 * floor.per_op], 1.6, 3),
     )
-    fig, ax = log_log_axes()
+    fig, ax = charts.log_log_axes()
     _floors(ax, analysis, drawn, floor, limits)
     _energy_points(ax, drawn, ys, limits)
     total = sum(k.energy_j or 0.0 for k in analysis.kernels) or 1.0
     handles = _bound_handles(drawn, total, main)
     _idle_note(ax, analysis, total)
-    finish_log_axes(ax, limits, (lambda v: f"{v:g}", lambda v: f"{joules(v)}/op"), "energy per operation (J/op)")
-    heading = (
-        title
-        or f"{model_name(analysis.model)} on {p.name}: floorline, {joules(analysis.totals.energy_j)} per inference"
-    )
-    ax.set_title(plain_text(heading), fontsize=11, loc="left")
+    charts.finish_log_axes(ax, limits, (lambda v: f"{v:g}", lambda v: f"{joules(v)}/op"), "energy per operation (J/op)")
+    name = charts.model_name(analysis.model)
+    heading = title or f"{name} on {p.name}: floorline, {joules(analysis.totals.energy_j)} per inference"
+    ax.set_title(charts.plain_text(heading), fontsize=11, loc="left")
     ax.legend(handles=handles, fontsize=8, loc="upper right", frameon=True, framealpha=0.9)
     return fig
 
@@ -98,14 +80,14 @@ def _floors(ax, analysis: Analysis, drawn: list, floor: _Floor, limits: tuple[fl
     for q in used:
         e_op = op_energy(p, q) or floor.per_op
         ax.plot(grid, [e_op + floor.dram / x for x in grid], color="#8a93a6", linewidth=1.1, linestyle="--", zorder=2)
-    ax.plot(grid, [floor.per_op + floor.dram / x for x in grid], color=POINT_COLOUR, linewidth=2.0, zorder=2)
-    ax.axhline(floor.per_op, color=POINT_COLOUR, linewidth=1.0, linestyle=":", zorder=2)
+    ax.plot(grid, [floor.per_op + floor.dram / x for x in grid], color=charts.POINT_COLOUR, linewidth=2.0, zorder=2)
+    ax.axhline(floor.per_op, color=charts.POINT_COLOUR, linewidth=1.0, linestyle=":", zorder=2)
     ax.axvline(floor.ridge, color="#8a93a6", linewidth=0.9, linestyle=":", zorder=1)
-    ridge_marker(ax, floor.ridge, 2 * floor.per_op)
+    charts.ridge_marker(ax, floor.ridge, 2 * floor.per_op)
     text = f"{floor.precision} floor E_op = {joules(floor.per_op)}/op"
-    label(ax, text, (xmin, floor.per_op), (4, 5), ha="left", fontsize=8, color=POINT_COLOUR)
+    charts.label(ax, text, (xmin, floor.per_op), (4, 5), ha="left", fontsize=8, color=charts.POINT_COLOUR)
     text = f"energy ridge {floor.ridge:.3g} FLOP/B"
-    label(ax, text, (floor.ridge, 2 * floor.per_op), (6, 6), fontsize=7.5, color="#4a5266")
+    charts.label(ax, text, (floor.ridge, 2 * floor.per_op), (6, 6), fontsize=7.5, color="#4a5266")
 
 
 def _energy_points(ax, drawn: list, ys: list[float], limits: tuple[float, float, float, float]) -> None:
@@ -114,23 +96,23 @@ def _energy_points(ax, drawn: list, ys: list[float], limits: tuple[float, float,
     energies = [k.energy_j or 0.0 for k in drawn]
     largest = max(energies, default=1.0)
     points = [
-        (x, max(y, ymin), point_size(e, largest), BOUND_COLOURS.get(k.energy_bound, "#b5b5b5"))
-        for k, x, y, e in zip(drawn, intensity_x(drawn, xmin, xmax), ys, energies, strict=True)
+        (x, max(y, ymin), charts.point_size(e, largest), BOUND_COLOURS.get(k.energy_bound, "#b5b5b5"))
+        for k, x, y, e in zip(drawn, charts.intensity_x(drawn, xmin, xmax), ys, energies, strict=True)
     ]
-    sized_points(ax, points, energies)
+    charts.sized_points(ax, points, energies)
 
 
 def _bound_handles(drawn: list, total: float, main: str) -> list:
     """The legend: the main floor, then each energy bound with its kernels and share of the energy."""
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=POINT_COLOUR, linewidth=2.0, label=f"floor E_op + E_dram / I ({main})")]
+    handles = [Line2D([], [], color=charts.POINT_COLOUR, linewidth=2.0, label=f"floor E_op + E_dram / I ({main})")]
     for bound, colour in BOUND_COLOURS.items():
         members = [k for k in drawn if k.energy_bound == bound]
         if members:
             share = sum(k.energy_j or 0.0 for k in members) / total
             text = f"{bound}-energy-bound: {len(members)} kernels, {100 * share:.1f}% of energy"
-            handles.append(legend_dot(colour, text))
+            handles.append(charts.legend_dot(colour, text))
     return handles
 
 
@@ -139,9 +121,9 @@ def _idle_note(ax, analysis: Analysis, total: float) -> None:
     idle = [k for k in analysis.kernels if not k.flops > 0 and k.energy_j]
     if idle:
         share = sum(k.energy_j or 0.0 for k in idle) / total
-        corner_note(ax, f"not drawn: {len(idle)} kernels that only move data ({100 * share:.1f}% of energy)")
+        charts.corner_note(ax, f"not drawn: {len(idle)} kernels that only move data ({100 * share:.1f}% of energy)")
 
 
 def render_floorline(analysis: Analysis, fmt: str, title: str | None = None) -> bytes:
     """The floorline chart as PNG, SVG or PDF bytes."""
-    return figure_bytes(floorline_figure(analysis, title), fmt)
+    return charts.figure_bytes(floorline_figure(analysis, title), fmt)
