@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxroof.core.units import joules, percent, seconds, si
+from onnxroof.report.charts import figure_bytes, plain_text
 from onnxroof.report.console import short_ops
 from onnxroof.report.data import csv_text
-from onnxroof.report.plot import figure_bytes, plain_text
 from onnxroof.studies.compare import CompareRow, Comparison
 
 COMPARE_SCHEMA = 1
@@ -174,7 +175,6 @@ def render_compare_table(comparison: Comparison, console: Console) -> None:
 def compare_figure(comparison: Comparison, title: str | None = None):
     """Grouped bars per platform: latency (left axis) and energy per inference (right axis)."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
 
     rows = comparison.rows
     if not rows:
@@ -185,25 +185,9 @@ def compare_figure(comparison: Comparison, title: str | None = None):
     ax = fig.add_subplot()
     xs = list(range(len(rows)))
     offset = -width / 2 if priced else 0.0
-    latency = ax.bar([x + offset for x in xs], [r.latency_s for r in rows], width, color=_LATENCY, label="latency")
-    _scale(ax, [r.latency_s for r in rows])
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: seconds(v)))
-    ax.set_ylabel("predicted latency per inference", color=_LATENCY)
-    ax.bar_label(latency, labels=[seconds(r.latency_s) for r in rows], fontsize=7, padding=2)
-    handles = [latency]
+    handles = [_latency_bars(ax, rows, [x + offset for x in xs], width)]
     if priced:
-        energy_ax = ax.twinx()
-        energies = [r.energy_j if r.energy_j is not None else 0.0 for r in rows]
-        energy = energy_ax.bar(
-            [x + width / 2 for x in xs], energies, width, color=_ENERGY, label="energy per inference"
-        )
-        _scale(energy_ax, [e for e in energies if e > 0])
-        energy_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: joules(v)))
-        energy_ax.set_ylabel("energy per inference", color=_ENERGY)
-        energy_ax.bar_label(
-            energy, labels=["—" if r.energy_j is None else joules(r.energy_j) for r in rows], fontsize=7, padding=2
-        )
-        handles.append(energy)
+        handles.append(_energy_bars(ax.twinx(), rows, [x + width / 2 for x in xs], width))
     ax.set_xticks(xs, [plain_text(r.platform) for r in rows])
     ax.grid(True, axis="y", color="#e6e8ef", linewidth=0.8)
     ax.set_axisbelow(True)
@@ -211,17 +195,48 @@ def compare_figure(comparison: Comparison, title: str | None = None):
     name = Path(comparison.model).name
     ax.set_title(plain_text(title or f"{name}: latency and energy per platform"), fontsize=11, loc="left")
     if priced and any(r.energy_j is None for r in rows):
-        ax.text(
-            0.99,
-            0.99,
-            "— : no energy figures in the platform file",
-            transform=ax.transAxes,
-            ha="right",
-            va="top",
-            fontsize=7.5,
-            color="#677085",
-        )
+        _no_energy_note(ax)
     return fig
+
+
+def _no_energy_note(ax) -> None:
+    """What the "—" of a platform without energy figures means, in the upper right corner."""
+    ax.text(
+        0.99,
+        0.99,
+        "— : no energy figures in the platform file",
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=7.5,
+        color="#677085",
+    )
+
+
+def _latency_bars(ax, rows: Sequence[CompareRow], xs: list[float], width: float):
+    """Each platform's predicted latency, as labelled bars on the left axis."""
+    from matplotlib.ticker import FuncFormatter
+
+    latency = ax.bar(xs, [r.latency_s for r in rows], width, color=_LATENCY, label="latency")
+    _scale(ax, [r.latency_s for r in rows])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: seconds(v)))
+    ax.set_ylabel("predicted latency per inference", color=_LATENCY)
+    ax.bar_label(latency, labels=[seconds(r.latency_s) for r in rows], fontsize=7, padding=2)
+    return latency
+
+
+def _energy_bars(ax, rows: Sequence[CompareRow], xs: list[float], width: float):
+    """Each platform's energy per inference, as labelled bars on ``ax`` (the right axis); "—" where unknown."""
+    from matplotlib.ticker import FuncFormatter
+
+    energies = [r.energy_j if r.energy_j is not None else 0.0 for r in rows]
+    energy = ax.bar(xs, energies, width, color=_ENERGY, label="energy per inference")
+    _scale(ax, [e for e in energies if e > 0])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: joules(v)))
+    ax.set_ylabel("energy per inference", color=_ENERGY)
+    labels = ["—" if r.energy_j is None else joules(r.energy_j) for r in rows]
+    ax.bar_label(energy, labels=labels, fontsize=7, padding=2)
+    return energy
 
 
 def _scale(ax, values: list[float]) -> None:

@@ -13,19 +13,37 @@ escaped so that mathtext never parses them).
 
 from __future__ import annotations
 
-import io
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from onnxroof.analysis.analyze import Analysis
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.units import seconds, si
+from onnxroof.report.charts import (
+    FORMATS,
+    POINT_COLOUR,
+    corner_note,
+    decades,
+    figure_bytes,
+    finish_log_axes,
+    finite_intensities,
+    intensity_x,
+    label,
+    legend_dot,
+    log_log_axes,
+    model_name,
+    plain_text,
+    point_size,
+    ridge_marker,
+    sized_points,
+)
 from onnxroof.report.html import OTHER_COLOUR, PALETTE, op_colours, op_type_time
 
-FORMATS = ("png", "svg", "pdf")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 _MAX_LEGEND_OPS = 9
+_SECONDARY, _SECONDARY_TEXT = "#8a93a6", "#6a7387"
+Limits = tuple[float, float, float, float]
+"""``(xmin, xmax, ymin, ymax)`` of a chart's log axes."""
 
 
 def plot_format(path: Path) -> str:
@@ -35,12 +53,6 @@ def plot_format(path: Path) -> str:
     return suffix
 
 
-def plain_text(text: str) -> str:
-    """Model text as literal matplotlib text: no mathtext, no control characters."""
-    text = "".join(ch if ch.isprintable() else " " for ch in text)
-    return text.replace("$", r"\$")
-
-
 def _main_precision(analysis: Analysis) -> str | None:
     time: dict[str, float] = {}
     for kernel in analysis.kernels:
@@ -48,175 +60,30 @@ def _main_precision(analysis: Analysis) -> str | None:
     return max(time, key=lambda p: (time[p], p)) if time else None
 
 
-def decades(values: Sequence[float], pad: float, minimum: int) -> tuple[float, float]:
-    """Log-axis limits on whole decades around ``values`` (widened by ``pad``), at least ``minimum`` decades."""
-    lo = math.floor(math.log10(min(values) / pad))
-    hi = math.ceil(math.log10(max(values) * pad))
-    while hi - lo < minimum:
-        hi += 1
-        if hi - lo < minimum:
-            lo -= 1
-    return 10.0**lo, 10.0**hi
-
-
 def figure(analyses: Sequence[Analysis], title: str | None = None):
     """The roofline figure for one model on one or several platforms."""
-    from matplotlib import patheffects
-    from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator
 
     if not analyses:
         raise ValueError("nothing to plot")
     several = len(analyses) > 1
-    fig = Figure(figsize=(10, 6.2), dpi=150, layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-
-    intensities, perfs, ridges, peaks = [], [], [], []
-    for analysis in analyses:
-        for kernel in analysis.kernels:
-            if kernel.flops > 0 and kernel.latency_s > 0:
-                perfs.append(kernel.flops / kernel.latency_s)
-                if kernel.intensity is not None and math.isfinite(kernel.intensity) and kernel.intensity > 0:
-                    intensities.append(kernel.intensity)
-        p = analysis.platform
-        used = {k.precision for k in analysis.kernels} or {p.precisions()[0]}
-        ridges += [p.ridge(q) for q in used]
-        peaks += [p.peak(q) for q in used]
-    xmin, xmax = decades(intensities + ridges, 2.0, 4)
-    ymin, ymax = decades(perfs + peaks, 1.6, 3)
-    halo = [patheffects.withStroke(linewidth=3, foreground="white")]
-
+    fig, ax = log_log_axes()
+    limits = _limits(analyses)
     legend_handles = []
     for index, analysis in enumerate(analyses):
-        p = analysis.platform
-        colour = PALETTE[index % len(PALETTE)] if several else "#1d2330"
+        colour = PALETTE[index % len(PALETTE)] if several else POINT_COLOUR
         marker = MARKERS[index % len(MARKERS)] if several else "o"
-        used = sorted({k.precision for k in analysis.kernels}, key=p.peak)
-        main = _main_precision(analysis)
-        shown = [main] if several and main else (used or [p.precisions()[0]])
-        for q in shown:
-            peak, ridge = p.peak(q), p.ridge(q)
-            start = max(xmin, ymin / p.dram_bandwidth)
-            primary = q == main or several
-            ax.plot(
-                [start, ridge, xmax],
-                [start * p.dram_bandwidth, peak, peak],
-                color=colour if primary else "#8a93a6",
-                linewidth=2.0 if primary else 1.3,
-                linestyle="-" if primary else "--",
-                zorder=2,
-            )
-            ax.plot(
-                [ridge],
-                [peak],
-                marker="o",
-                markersize=5,
-                markerfacecolor="white",
-                markeredgecolor=colour,
-                markeredgewidth=1.5,
-                zorder=4,
-            )
-            if several:  # roofs of similar platforms lie close together: their figures go in the legend
-                continue
-            ax.annotate(
-                f"{q} peak {si(peak, 'FLOP/s')}",
-                (xmax, peak),
-                xytext=(-4, 5),
-                textcoords="offset points",
-                ha="right",
-                va="bottom",
-                fontsize=8,
-                color=colour if primary else "#6a7387",
-                zorder=6,
-                path_effects=halo,
-            )
-            ax.annotate(
-                f"ridge {ridge:.3g} FLOP/B",
-                (ridge, peak),
-                xytext=(6, -12),
-                textcoords="offset points",
-                fontsize=7.5,
-                color="#4a5266",
-                zorder=6,
-                path_effects=halo,
-            )
-        if not several and main:
-            _cache_roofs(ax, p, main, xmin, ymin, halo)
-        drawn = [k for k in analysis.kernels if k.flops > 0 and k.latency_s > 0]
-        xs = [xmax if k.intensity is None or not math.isfinite(k.intensity) else max(k.intensity, xmin) for k in drawn]
-        ys = [max(k.flops / k.latency_s, ymin) for k in drawn]
-        tmax = max((k.latency_s for k in analysis.kernels), default=1.0) or 1.0
-        sizes = [6 + 380 * k.latency_s / tmax for k in drawn]  # area ∝ time, per platform
+        _roofs(ax, analysis, colour, several, limits)
+        _kernel_points(ax, analysis, colour if several else None, marker, limits)
         if several:
-            colours = [colour] * len(drawn)
+            text = _platform_text(analysis)
+            legend_handles.append(Line2D([], [], color=colour, marker=marker, linestyle="-", label=text))
         else:
-            by_op = op_colours(op_type_time(analysis.kernels))
-            colours = [by_op.get(k.op_types[0] if k.op_types else "?", OTHER_COLOUR) for k in drawn]
-        order = sorted(range(len(drawn)), key=lambda i: -drawn[i].latency_s)  # small points on top
-        ax.scatter(
-            [xs[i] for i in order],
-            [ys[i] for i in order],
-            s=[sizes[i] for i in order],
-            c=[colours[i] for i in order],
-            marker=marker,
-            alpha=0.78,
-            edgecolors="white",
-            linewidths=0.5,
-            zorder=3,
-        )
-        idle = [k for k in analysis.kernels if not k.flops > 0]
-        if several:
-            roof = f"{main} {si(p.peak(main), 'FLOP/s')}, " if main else ""
-            label = (
-                f"{plain_text(p.title)}: {seconds(analysis.totals.latency_s)} "
-                f"({roof}{si(p.dram_bandwidth, 'B/s')}, ridge {p.ridge(main):.3g})"
-                if main
-                else f"{plain_text(p.title)}: {seconds(analysis.totals.latency_s)}"
-            )
-            legend_handles.append(Line2D([], [], color=colour, marker=marker, linestyle="-", label=label))
-        elif idle:
-            share = sum(k.latency_s for k in idle) / (analysis.totals.latency_s or 1.0)
-            ax.text(
-                0.01,
-                0.01,
-                f"not drawn: {len(idle)} kernels that only move data ({100 * share:.1f}% of time)",
-                transform=ax.transAxes,
-                fontsize=7.5,
-                color="#677085",
-                va="bottom",
-            )
+            _idle_note(ax, analysis)
     if not several:
-        rows = op_type_time(analyses[0].kernels)
-        colours = op_colours(rows)
-        for op, _, latency in rows[:_MAX_LEGEND_OPS]:
-            share = latency / (analyses[0].totals.latency_s or 1.0)
-            legend_handles.append(
-                Line2D(
-                    [], [], color=colours[op], marker="o", linestyle="", label=f"{plain_text(op)} {100 * share:.1f}%"
-                )
-            )
-        if len(rows) > _MAX_LEGEND_OPS:
-            legend_handles.append(Line2D([], [], color=OTHER_COLOUR, marker="o", linestyle="", label="other"))
-
-    ax.set_xlim(xmin, xmax)
-    ax.set_ylim(ymin, ymax)
-    ax.xaxis.set_major_locator(LogLocator(base=10))
-    ax.yaxis.set_major_locator(LogLocator(base=10))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: si(v)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: si(v, "FLOP/s")))
-    ax.grid(True, which="major", color="#e6e8ef", linewidth=0.8)
-    ax.set_axisbelow(True)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("predicted throughput (FLOP/s)")
-    for spine in ax.spines.values():
-        spine.set_color("#cfd4de")
-    model = analyses[0].model
-    name = Path(model.path).name if model.path else (model.graph_name or "model")
-    where = f"{len(analyses)} platforms" if several else analyses[0].platform.title
-    ax.set_title(plain_text(title) if title else f"{plain_text(name)} on {plain_text(where)}", fontsize=11, loc="left")
+        legend_handles += _op_handles(analyses[0])
+    finish_log_axes(ax, limits, (si, lambda v: si(v, "FLOP/s")), "predicted throughput (FLOP/s)")
+    ax.set_title(_title(analyses, title), fontsize=11, loc="left")
     if several:  # long platform titles: below the chart, never over the points
         fig.legend(handles=legend_handles, fontsize=8, loc="outside lower center", frameon=False)
     else:
@@ -224,9 +91,77 @@ def figure(analyses: Sequence[Analysis], title: str | None = None):
     return fig
 
 
-def _cache_roofs(ax, platform, precision: str, xmin: float, ymin: float, halo) -> None:
+def _limits(analyses: Sequence[Analysis]) -> Limits:
+    """Whole decades around every drawn kernel and every ridge and peak of the precisions the model uses."""
+    intensities, perfs, ridges, peaks = [], [], [], []
+    for analysis in analyses:
+        drawn = _drawn(analysis)
+        perfs += [k.flops / k.latency_s for k in drawn]
+        intensities += finite_intensities(drawn)
+        p = analysis.platform
+        used = {k.precision for k in analysis.kernels} or {p.precisions()[0]}
+        ridges += [p.ridge(q) for q in used]
+        peaks += [p.peak(q) for q in used]
+    return (*decades(intensities + ridges, 2.0, 4), *decades(perfs + peaks, 1.6, 3))
+
+
+def _drawn(analysis: Analysis) -> list:
+    """The kernels a log–log roofline can place: some FLOPs, some time."""
+    return [k for k in analysis.kernels if k.flops > 0 and k.latency_s > 0]
+
+
+def _roofs(ax, analysis: Analysis, colour: str, several: bool, limits: Limits) -> None:
+    """One platform's roofs: every precision the model computes in (the main one solid), or only the main one
+    when several platforms share the chart; on one platform, their figures and the cache levels' slopes."""
+    p = analysis.platform
+    main = _main_precision(analysis)
+    used = sorted({k.precision for k in analysis.kernels}, key=p.peak)
+    shown = [main] if several and main else (used or [p.precisions()[0]])
+    for q in shown:
+        primary = q == main or several
+        _roof(ax, p, q, colour if primary else _SECONDARY, primary, limits)
+        ridge_marker(ax, p.ridge(q), p.peak(q), colour)
+        if not several:  # roofs of similar platforms lie close together: their figures go in the legend
+            _roof_labels(ax, p, q, colour if primary else _SECONDARY_TEXT, limits[1])
+    if not several and main:
+        _cache_roofs(ax, p, main, limits)
+
+
+def _roof(ax, platform, precision: str, colour: str, primary: bool, limits: Limits) -> None:
+    """The DRAM slope up to the ridge, then the flat ``precision`` peak; solid when ``primary``, else dashed."""
+    xmin, xmax, ymin, _ = limits
+    peak, ridge = platform.peak(precision), platform.ridge(precision)
+    start = max(xmin, ymin / platform.dram_bandwidth)
+    ax.plot(
+        [start, ridge, xmax],
+        [start * platform.dram_bandwidth, peak, peak],
+        color=colour,
+        linewidth=2.0 if primary else 1.3,
+        linestyle="-" if primary else "--",
+        zorder=2,
+    )
+
+
+def _roof_labels(ax, platform, precision: str, colour: str, xmax: float) -> None:
+    """The peak at the right end of its roof; the ridge intensity under the ridge point."""
+    peak, ridge = platform.peak(precision), platform.ridge(precision)
+    label(
+        ax,
+        f"{precision} peak {si(peak, 'FLOP/s')}",
+        (xmax, peak),
+        (-4, 5),
+        ha="right",
+        va="bottom",
+        fontsize=8,
+        color=colour,
+    )
+    label(ax, f"ridge {ridge:.3g} FLOP/B", (ridge, peak), (6, -12), fontsize=7.5, color="#4a5266")
+
+
+def _cache_roofs(ax, platform, precision: str, limits: Limits) -> None:
     """Dotted memory slopes of the on-chip level or measured cache levels, up to the ``precision`` peak: a kernel
     whose working set fits a level is placed against that level's roof."""
+    xmin, _, ymin, _ = limits
     peak = platform.peak(precision)
     for number, level in enumerate(platform.cache_levels, start=1):
         ridge = peak / level.bandwidth
@@ -234,18 +169,67 @@ def _cache_roofs(ax, platform, precision: str, xmin: float, ymin: float, halo) -
         if start >= ridge:
             continue
         ax.plot(
-            [start, ridge], [start * level.bandwidth, peak], color="#8a93a6", linewidth=1.1, linestyle=":", zorder=2
+            [start, ridge], [start * level.bandwidth, peak], color=_SECONDARY, linewidth=1.1, linestyle=":", zorder=2
         )
-        ax.annotate(
-            f"{level.name or f'L{number}'} {si(level.bandwidth, 'B/s')}",
-            (start, start * level.bandwidth),
-            xytext=(4, 6),
-            textcoords="offset points",
-            fontsize=7,
-            color="#6a7387",
-            zorder=6,
-            path_effects=halo,
-        )
+        text = f"{level.name or f'L{number}'} {si(level.bandwidth, 'B/s')}"
+        label(ax, text, (start, start * level.bandwidth), (4, 6), fontsize=7, color=_SECONDARY_TEXT)
+
+
+def _kernel_points(ax, analysis: Analysis, colour: str | None, marker: str, limits: Limits) -> None:
+    """Every kernel with FLOPs at (intensity, FLOP/s), its area ∝ its time (per platform); all of ``colour``, or
+    coloured by op type when ``colour`` is None."""
+    xmin, xmax, ymin, _ = limits
+    drawn = _drawn(analysis)
+    tmax = max((k.latency_s for k in analysis.kernels), default=1.0) or 1.0
+    if colour is None:
+        by_op = op_colours(op_type_time(analysis.kernels))
+        colours = [by_op.get(k.op_types[0] if k.op_types else "?", OTHER_COLOUR) for k in drawn]
+    else:
+        colours = [colour] * len(drawn)
+    points = [
+        (x, max(k.flops / k.latency_s, ymin), point_size(k.latency_s, tmax), c)
+        for k, x, c in zip(drawn, intensity_x(drawn, xmin, xmax), colours, strict=True)
+    ]
+    sized_points(ax, points, [k.latency_s for k in drawn], marker=marker)
+
+
+def _platform_text(analysis: Analysis) -> str:
+    """A platform's legend entry on a chart of several: its title, the model's latency, its main roof."""
+    p = analysis.platform
+    main = _main_precision(analysis)
+    head = f"{plain_text(p.title)}: {seconds(analysis.totals.latency_s)}"
+    if not main:
+        return head
+    return f"{head} ({main} {si(p.peak(main), 'FLOP/s')}, {si(p.dram_bandwidth, 'B/s')}, ridge {p.ridge(main):.3g})"
+
+
+def _idle_note(ax, analysis: Analysis) -> None:
+    """How many kernels have no FLOPs (no place on log axes) and their share of the time."""
+    idle = [k for k in analysis.kernels if not k.flops > 0]
+    if idle:
+        share = sum(k.latency_s for k in idle) / (analysis.totals.latency_s or 1.0)
+        corner_note(ax, f"not drawn: {len(idle)} kernels that only move data ({100 * share:.1f}% of time)")
+
+
+def _op_handles(analysis: Analysis) -> list:
+    """The legend of one platform's chart: the op types with the most time and their share, then "other"."""
+    rows = op_type_time(analysis.kernels)
+    colours = op_colours(rows)
+    total = analysis.totals.latency_s or 1.0
+    handles = [
+        legend_dot(colours[op], f"{plain_text(op)} {100 * (latency / total):.1f}%")
+        for op, _, latency in rows[:_MAX_LEGEND_OPS]
+    ]
+    if len(rows) > _MAX_LEGEND_OPS:
+        handles.append(legend_dot(OTHER_COLOUR, "other"))
+    return handles
+
+
+def _title(analyses: Sequence[Analysis], title: str | None) -> str:
+    if title:
+        return plain_text(title)
+    where = f"{len(analyses)} platforms" if len(analyses) > 1 else analyses[0].platform.title
+    return f"{plain_text(model_name(analyses[0].model))} on {plain_text(where)}"
 
 
 def render_plot(analyses: Sequence[Analysis], fmt: str, title: str | None = None) -> bytes:
@@ -253,13 +237,3 @@ def render_plot(analyses: Sequence[Analysis], fmt: str, title: str | None = None
     if fmt not in FORMATS:
         raise OnnxroofError(f"unknown plot format '{fmt}'; use one of {', '.join(FORMATS)}")
     return figure_bytes(figure(analyses, title), fmt)
-
-
-def figure_bytes(fig, fmt: str) -> bytes:
-    """A matplotlib figure as PNG, SVG or PDF bytes (every onnxroof chart is written this way)."""
-    if fmt not in FORMATS:
-        raise OnnxroofError(f"unknown plot format '{fmt}'; use one of {', '.join(FORMATS)}")
-    buffer = io.BytesIO()
-    metadata = {"Software": "onnxroof"} if fmt == "png" else {"Creator": "onnxroof"} if fmt == "pdf" else {}
-    fig.savefig(buffer, format=fmt, metadata=metadata)
-    return buffer.getvalue()

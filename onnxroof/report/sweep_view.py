@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxroof.core.units import joules, percent, seconds, si
+from onnxroof.report.charts import decades, figure_bytes, frame, plain_text
 from onnxroof.report.data import csv_text
-from onnxroof.report.plot import decades, figure_bytes, plain_text
 from onnxroof.studies.sweep import AXIS_DIM, Sweep, SweepPoint
 
 SWEEP_SCHEMA = 1
@@ -137,73 +137,89 @@ def render_sweep_table(sweep: Sweep, console: Console) -> None:
 def sweep_figure(sweep: Sweep, title: str | None = None):
     """Two panels over the swept value: latency and throughput; intensity and memory-bound share."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import PercentFormatter
 
     if not sweep.points:
         raise ValueError("nothing to plot")
-    points = sweep.points
     numeric = sweep.axis == AXIS_DIM
-    xs = [float(p.value) if numeric else float(i) for i, p in enumerate(points)]
+    xs = [float(p.value) if numeric else float(i) for i, p in enumerate(sweep.points)]
     fig = Figure(figsize=(9, 7), dpi=150, layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True)
     for ax in (top, bottom):
         if numeric:
             ax.set_xscale("log", base=2 if all(_power_of_two(x) for x in xs) else 10)
-        ax.grid(True, which="major", color="#e6e8ef", linewidth=0.8)
-        ax.set_axisbelow(True)
-        for spine in ax.spines.values():
-            spine.set_color("#cfd4de")
+        frame(ax, which="major")
+    rate = _time_panel(top, xs, sweep)
+    share = _intensity_panel(bottom, xs, sweep.points)
+    _turn_marker(top, bottom, xs, sweep)
+    _x_ticks(top, bottom, xs, sweep)
+    for ax, twin in ((top, rate), (bottom, share)):
+        handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, fontsize=8, loc="best", frameon=True, framealpha=0.9)
+    heading = title or f"{Path(sweep.model).name} on {sweep.platform}: {sweep.parameter} swept"
+    top.set_title(plain_text(heading), fontsize=11, loc="left")
+    return fig
 
-    latencies = [p.latency_s for p in points]
-    top.plot(xs, latencies, marker="o", color=_LATENCY, label="latency")
-    _y_axis(top, latencies, seconds)
-    top.set_ylabel("predicted latency", color=_LATENCY)
-    rate = top.twinx()
+
+def _time_panel(ax, xs: list[float], sweep: Sweep):
+    """Latency on ``ax``; inferences (or samples) per second on its twin, which is returned."""
+    latencies = [p.latency_s for p in sweep.points]
+    ax.plot(xs, latencies, marker="o", color=_LATENCY, label="latency")
+    _y_axis(ax, latencies, seconds)
+    ax.set_ylabel("predicted latency", color=_LATENCY)
+    rate = ax.twinx()
     per_sample = sweep.per_sample
-    rates = [(p.samples_per_s if per_sample else p.throughput) or 0.0 for p in points]
+    rates = [(p.samples_per_s if per_sample else p.throughput) or 0.0 for p in sweep.points]
     rate.plot(xs, rates, marker="s", color=_THROUGHPUT, label="samples/s" if per_sample else "inferences/s")
     _y_axis(rate, rates, si)
     rate.set_ylabel("samples / s" if per_sample else "inferences / s", color=_THROUGHPUT)
+    return rate
+
+
+def _intensity_panel(ax, xs: list[float], points: Sequence[SweepPoint]):
+    """Intensity on ``ax`` (gaps where infinite); the memory-bound share on its twin, which is returned."""
+    from matplotlib.ticker import PercentFormatter
 
     finite = [p.intensity if math.isfinite(p.intensity) else math.nan for p in points]
-    bottom.plot(xs, finite, marker="o", color=_INTENSITY, label="intensity")
-    _y_axis(bottom, [v for v in finite if math.isfinite(v)], si)
-    bottom.set_ylabel("intensity (FLOP/byte)", color=_INTENSITY)
-    share = bottom.twinx()
+    ax.plot(xs, finite, marker="o", color=_INTENSITY, label="intensity")
+    _y_axis(ax, [v for v in finite if math.isfinite(v)], si)
+    ax.set_ylabel("intensity (FLOP/byte)", color=_INTENSITY)
+    share = ax.twinx()
     share.plot(xs, [100 * p.memory_bound_share for p in points], marker="s", color=_SHARE, label="memory-bound")
     share.axhline(50, color="#8a93a6", linewidth=0.9, linestyle=":")
     share.set_ylim(-3, 103)
     share.yaxis.set_major_formatter(PercentFormatter())
     share.set_ylabel("memory-bound share of time", color=_SHARE)
+    return share
 
+
+def _turn_marker(top, bottom, xs: list[float], sweep: Sweep) -> None:
+    """A dashed vertical line through both panels where the model turns compute-bound, named in the top one."""
     turn = sweep.turns_compute_bound
-    if turn is not None:
-        at = next(x for x, p in zip(xs, points, strict=True) if p.value == turn)
-        for ax in (top, bottom):
-            ax.axvline(at, color=_TURN, linewidth=1.2, linestyle="--", zorder=1)
-        top.annotate(
-            f"compute-bound from {plain_text(_label(sweep, turn))}",
-            (at, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(4, -12),
-            textcoords="offset points",
-            fontsize=8,
-            color=_TURN,
-        )
-    if numeric:
-        bottom.set_xticks(xs, [str(p.value) for p in points])
+    if turn is None:
+        return
+    at = next(x for x, p in zip(xs, sweep.points, strict=True) if p.value == turn)
+    for ax in (top, bottom):
+        ax.axvline(at, color=_TURN, linewidth=1.2, linestyle="--", zorder=1)
+    top.annotate(
+        f"compute-bound from {plain_text(_label(sweep, turn))}",
+        (at, 1.0),
+        xycoords=("data", "axes fraction"),
+        xytext=(4, -12),
+        textcoords="offset points",
+        fontsize=8,
+        color=_TURN,
+    )
+
+
+def _x_ticks(top, bottom, xs: list[float], sweep: Sweep) -> None:
+    """One tick per swept value (no minor ticks on a log axis), the parameter as the x label."""
+    if sweep.axis == AXIS_DIM:
+        bottom.set_xticks(xs, [str(p.value) for p in sweep.points])
         bottom.minorticks_off()
         top.minorticks_off()
     else:
-        bottom.set_xticks(xs, [plain_text(str(p.value)) for p in points])
+        bottom.set_xticks(xs, [plain_text(str(p.value)) for p in sweep.points])
     bottom.set_xlabel(plain_text(sweep.parameter))
-    for ax, twin in ((top, rate), (bottom, share)):
-        handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-        ax.legend(handles=handles, fontsize=8, loc="best", frameon=True, framealpha=0.9)
-    name = Path(sweep.model).name
-    heading = title or f"{name} on {sweep.platform}: {sweep.parameter} swept"
-    top.set_title(plain_text(heading), fontsize=11, loc="left")
-    return fig
 
 
 def _y_axis(ax, values: list[float], unit: Callable[[float], str]) -> None:
