@@ -4,7 +4,6 @@ hierarchy and efficiency derivations and the roofline's new factors follow their
 from __future__ import annotations
 
 import math
-import time
 import tomllib
 from pathlib import Path
 
@@ -20,26 +19,17 @@ from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import EFFICIENCY_CLASSES
 from onnxroof.roofline.classify import classify, kernel_op_class, op_class
 
-QUICK_LIMIT_S = 15.0
-
 
 @pytest.fixture(scope="module")
-def quick_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, str]:
+def quick_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     path = tmp_path_factory.mktemp("calibrate") / "host.toml"
-    started = time.perf_counter()
     result = CliRunner().invoke(app, ["calibrate", "--quick", "-o", str(path)])
-    elapsed = time.perf_counter() - started
     assert result.exit_code == 0, result.output
-    return path, elapsed, result.output
+    return path, result.output
 
 
-def test_quick_calibration_is_quick(quick_file: tuple[Path, float, str]) -> None:
-    _, elapsed, _ = quick_file
-    assert elapsed < QUICK_LIMIT_S
-
-
-def test_quick_calibration_writes_a_valid_measured_platform(quick_file: tuple[Path, float, str]) -> None:
-    path, _, output = quick_file
+def test_quick_calibration_writes_a_valid_measured_platform(quick_file: tuple[Path, str]) -> None:
+    path, output = quick_file
     platform = load_platform(path)
     assert platform.measured and platform.kind == "cpu" and platform.fusion_profile == "ort-cpu"
     assert platform.peak("fp32") > 0 and platform.dram_bandwidth > 0
@@ -54,7 +44,7 @@ def test_quick_calibration_writes_a_valid_measured_platform(quick_file: tuple[Pa
     assert "calibrated figures" in output.lower() or "peak fp32" in output
 
 
-def test_plausible_figures(quick_file: tuple[Path, float, str]) -> None:
+def test_plausible_figures(quick_file: tuple[Path, str]) -> None:
     platform = load_platform(quick_file[0])
     assert 1e8 < platform.peak("fp32") < 1e15  # between 0.1 GFLOP/s and 1 PFLOP/s
     assert 1e8 < platform.dram_bandwidth < 1e13
@@ -67,7 +57,7 @@ def test_plausible_figures(quick_file: tuple[Path, float, str]) -> None:
         assert cls in EFFICIENCY_CLASSES and 0 < value <= 1
 
 
-def test_every_figure_says_how_it_was_measured(quick_file: tuple[Path, float, str]) -> None:
+def test_every_figure_says_how_it_was_measured(quick_file: tuple[Path, str]) -> None:
     path = quick_file[0]
     platform = load_platform(path)
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
