@@ -1,6 +1,6 @@
 """Speed and memory of onnxroof against the floor: what ``onnx`` alone needs to load the graph and infer shapes.
 
-``python benchmarks/bench_core.py [--repeats 5] [--quick] [--platform xavier] [--json PATH]``
+``python benchmarks/bench_core.py [--repeats 5] [--quick] [--models NAME,...] [--platform xavier] [--json PATH]``
 
 Models: a Llama-2-7B-shaped decoder (built by :mod:`llama_shaped` into a temporary folder, weights in a sparse
 external file: ~13.5 GB apparent, nothing allocated; dims batch=1, seq=2048), the nine ``light_*`` models shipped
@@ -26,8 +26,9 @@ A second child per model measures the same work in-process, after the imports an
 start-up is visible separately: ``analyze()`` and ``render_json()`` vs load + bind + infer, interleaved,
 median of the repeats.
 
-``--quick``: one repeat, the 7B model and two light models (a smoke check). Needs no network; the temporary
-folder is removed at exit.
+``--quick``: one repeat, the 7B model and two light models (a smoke check). ``--models``: only the models
+named (comma-separated, e.g. ``llama-7B-shaped`` or ``llama-7B-shaped,light_resnet50``). Needs no network; the
+temporary folder is removed at exit.
 """
 
 from __future__ import annotations
@@ -374,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per model and tool (default 5)")
     parser.add_argument("--quick", action="store_true", help="1 repeat; the 7B model and two light models")
+    parser.add_argument("--models", help="comma-separated model names to measure (default: all of the set)")
     parser.add_argument("--platform", default="xavier", help="platform name or TOML path (default xavier)")
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
     args = parser.parse_args(argv)
@@ -385,6 +387,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="onnxroof-bench-") as name:
         tmp = Path(name)
         models = collect_models(tmp, args.quick)
+        if args.models:
+            wanted = [name.strip() for name in args.models.split(",") if name.strip()]
+            unknown = sorted(set(wanted) - {m.name for m in models})
+            if unknown:
+                parser.error(f"--models: unknown {unknown}; known: {', '.join(m.name for m in models)}")
+            models = [m for m in models if m.name in wanted]
         print(
             f"python {sys.version.split()[0]}, onnx {onnx.__version__}, {os.cpu_count()} CPU(s); "
             f"{len(models)} models; platform {args.platform}",

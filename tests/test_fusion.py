@@ -4,7 +4,6 @@ properties over random graphs (fusion never adds FLOPs or bytes; every costed no
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -687,10 +686,12 @@ def test_property_fusing_conv_stacks_never_costs_more(text):
     check_fusion_properties(text)
 
 
-# -------------------------------------------------------------------------------------------- speed
+# -------------------------------------------------------------------------------------- a large graph
+# How fast each profile fuses this graph is measured by benchmarks/bench_passes.py (median of repeats), not
+# asserted here: wall-clock limits are flaky on a shared machine.
 
 
-def test_fusing_a_2700_node_llama_graph_is_fast(tmp_path):
+def test_fusing_a_2700_node_llama_graph_partitions_it(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from llama_shaped import build_llama_shaped
 
@@ -700,10 +701,4 @@ def test_fusing_a_2700_node_llama_graph_is_fast(tmp_path):
     costs = {op.id: cost_node(op, ir, loaded.model.graph) for op in ir.ops}
     assert len(ir.ops) > 2600
     for profile in PROFILES:
-        timings = []
-        for _ in range(3):
-            start = time.perf_counter()
-            result = fuse(ir, costs, profile)
-            timings.append(time.perf_counter() - start)
-        assert min(timings) < 0.2, f"{profile}: {min(timings):.3f} s"
-        assert_partition(result, costs)
+        assert_partition(fuse(ir, costs, profile), costs)

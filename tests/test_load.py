@@ -13,7 +13,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,14 +128,11 @@ def test_sparse_1gb_weight_file_is_never_read(tmp_path: Path, opened: list[str])
     opened.clear()
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    start = time.perf_counter()
-    analysis = analyze(path)
-    elapsed = time.perf_counter() - start
+    analysis = analyze(path)  # its wall time: benchmarks/bench_passes.py (not asserted: flaky when shared)
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
 
     assert analysis.totals.params == rows * cols
     assert analysis.nodes[0].macs == rows * cols
-    assert elapsed < 5.0
     assert grown_mb < 200, f"RSS grew by {grown_mb:.0f} MB for a 1 GiB weight file that must not be read"
     assert str(weights.resolve()) not in opened
 

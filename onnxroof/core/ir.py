@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -234,43 +234,43 @@ def _subgraphs(node: onnx.NodeProto) -> dict[str, onnx.GraphProto]:
     return found
 
 
-def _already_ordered(nodes: list[onnx.NodeProto]) -> bool:
-    """True when every node reads only values produced by earlier nodes or from outside the graph (O(n))."""
-    produced_by: dict[str, int] = {}
-    for i, node in enumerate(nodes):
-        for out in node.output:
-            if out:
-                produced_by[out] = i
-    for i, node in enumerate(nodes):
-        names = list(node.input)
+def _node_reads(node: onnx.NodeProto) -> list[str]:
+    """Names ``node`` reads: its inputs, and the outer-scope values its subgraph bodies read."""
+    names = list(node.input)
+    if node.attribute:  # most nodes carry no subgraph: skip the attribute walk for them
         for sub in _subgraphs(node).values():
             names.extend(subgraph_outer_inputs(sub))
-        if any(produced_by.get(name, -1) >= i for name in names if name):
-            return False
-    return True
+    return names
 
 
-def topological_order(nodes: list[onnx.NodeProto], available: set[str]) -> list[int]:
-    """Indices of ``nodes`` in an order where producers come first (ONNX requires it; not all files obey)."""
-    if _already_ordered(nodes):
-        return list(range(len(nodes)))
+def _already_ordered(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int]) -> bool:
+    """True when every node reads only values produced by earlier nodes or from outside the graph (O(n))."""
+    return all(producer.get(name, -1) < i for i, node in enumerate(nodes) for name in _node_reads(node) if name)
+
+
+def topological_order(nodes: Sequence[onnx.NodeProto]) -> tuple[int, ...]:
+    """Indices of ``nodes`` in an order where producers come first (ONNX requires it; not all files obey).
+
+    O(n) when the file is already ordered (the usual case): ``range(len(nodes))``. Otherwise the
+    lexicographically smallest topological order of the producer -> consumer DAG. The loader computes it
+    once per graph and hands it on (:attr:`onnxroof.load.reader.LoadedModel.order`, ``build_ir(order=...)``).
+    """
     producer: dict[str, int] = {}
     for i, node in enumerate(nodes):
         for out in node.output:
             if out:
                 producer[out] = i
+    if _already_ordered(nodes, producer):
+        return tuple(range(len(nodes)))
     dag = nx.DiGraph()
     dag.add_nodes_from(range(len(nodes)))
     for i, node in enumerate(nodes):
-        names = list(node.input)
-        for sub in _subgraphs(node).values():
-            names.extend(subgraph_outer_inputs(sub))
-        for name in names:
+        for name in _node_reads(node):
             j = producer.get(name)
             if j is not None and j != i:
                 dag.add_edge(j, i)
     try:
-        return list(nx.lexicographical_topological_sort(dag))
+        return tuple(nx.lexicographical_topological_sort(dag))
     except nx.NetworkXUnfeasible as exc:
         raise ModelError("the graph has a cycle; ONNX graphs must be acyclic") from exc
 
@@ -281,15 +281,20 @@ Restate = Callable[[TensorInfo], TensorInfo]
 
 
 def build_ir(
-    model: onnx.ModelProto, value_types: Mapping[str, onnx.TypeProto], restate: Restate | None = None
+    model: onnx.ModelProto,
+    value_types: Mapping[str, onnx.TypeProto],
+    restate: Restate | None = None,
+    order: Sequence[int] | None = None,
 ) -> ModelIR:
     """Build the IR of ``model``'s main graph using inferred ``value_types`` (name -> TypeProto).
 
     ``restate``, when given, maps every tensor's :class:`TensorInfo` as it is created (initializers, graph
     inputs, node outputs, in subgraph bodies too): rules and fusion then see the restated element sizes.
+    ``order``, when given, is the graph's :func:`topological_order` already computed (the loader's
+    ``LoadedModel.order``); otherwise it is computed here.
     """
     opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
-    return build_graph_ir(model.graph, opsets, value_types, restate=restate)
+    return build_graph_ir(model.graph, opsets, value_types, restate=restate, order=order)
 
 
 def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
@@ -309,9 +314,11 @@ def build_graph_ir(
     value_types: Mapping[str, onnx.TypeProto],
     outer: Mapping[str, TensorInfo] | None = None,
     restate: Restate | None = None,
+    order: Sequence[int] | None = None,
 ) -> ModelIR:
     """Build the IR of one graph. ``outer`` holds the enclosing scopes' tensors a subgraph may read;
-    ``restate`` maps each new tensor (see :func:`build_ir`)."""
+    ``restate`` maps each new tensor, ``order`` is the graph's topological order if known (see
+    :func:`build_ir`)."""
     initializer_names = {t.name for t in graph.initializer}
     tensors: dict[str, TensorInfo] = dict(outer or {})
     keep = restate or _same
@@ -329,7 +336,8 @@ def build_graph_ir(
         )
 
     nodes = list(graph.node)
-    order = topological_order(nodes, set(tensors))
+    if order is None:
+        order = topological_order(nodes)
     dag = nx.DiGraph()
     producer_id: dict[str, str] = {}
     ops: list[OpView] = []

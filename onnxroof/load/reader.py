@@ -24,7 +24,7 @@ import onnx.inliner
 from onnx import TensorProto, helper
 
 from onnxroof.core.errors import ModelError, one_line
-from onnxroof.core.ir import normalize_domain
+from onnxroof.core.ir import normalize_domain, topological_order
 from onnxroof.load.dims import bind_dims, parse_dim_bindings, symbolic_dims
 from onnxroof.load.shapes import (
     fold_small_constants,
@@ -51,7 +51,11 @@ MIN_OPSET = 7
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A shape-inferred model whose weights were never loaded."""
+    """A shape-inferred model whose weights were never loaded.
+
+    ``order``: the main graph's :func:`~onnxroof.core.ir.topological_order`, computed once here and handed
+    to the shape fallbacks and to ``build_ir(order=...)``.
+    """
 
     model: onnx.ModelProto = field(repr=False)
     path: Path | None
@@ -59,6 +63,7 @@ class LoadedModel:
     dims: Mapping[str, int]
     opset: int
     warnings: tuple[str, ...]
+    order: tuple[int, ...] = field(repr=False)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -114,15 +119,20 @@ def _external_location(tensor: TensorProto) -> str:
 
 
 def check_external_paths(model: onnx.ModelProto, path: Path | None) -> None:
-    """Every external-data location must be a relative path inside the model's folder."""
+    """Every external-data location must be a relative path inside the model's folder.
+
+    The folder is resolved once and each distinct location once (a 7B model names one file ~300 times).
+    """
     base = (path.parent if path else Path.cwd()).resolve()
     where = str(path) if path else "<model>"
+    inside: dict[str, bool] = {}
     for tensor in _external_tensors(model):
         location = _external_location(tensor)
         if not location:
             raise ModelError(f"{where}: tensor '{tensor.name}': external data has no 'location'")
-        target = (base / location).resolve()
-        if Path(location).is_absolute() or not target.is_relative_to(base):
+        if location not in inside:
+            inside[location] = not Path(location).is_absolute() and (base / location).resolve().is_relative_to(base)
+        if not inside[location]:
             raise ModelError(
                 f"{where}: tensor '{tensor.name}': external data location '{location}' points outside "
                 f"the model's folder"
@@ -197,13 +207,14 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, o
     inferred, infer_warnings = infer(model)
     warnings += infer_warnings
     types = value_types(inferred)
+    order = topological_order(list(inferred.graph.node))
     if missing_outputs(inferred, types):
-        folded_model, count = fold_small_constants(inferred, path.parent.resolve() if path else None, types)
+        folded_model, count = fold_small_constants(inferred, path.parent.resolve() if path else None, types, order)
         if count:
             refolded, _ = infer(folded_model)
             refolded_types = value_types(refolded)
             for name, type_proto in refolded_types.items():
                 if not is_static(types.get(name)) and is_static(type_proto):
                     types[name] = type_proto
-        propagate_fallback(inferred, types)
-    return LoadedModel(inferred, path, MappingProxyType(types), MappingProxyType(bound), opset, tuple(warnings))
+        propagate_fallback(inferred, types, order)
+    return LoadedModel(inferred, path, MappingProxyType(types), MappingProxyType(bound), opset, tuple(warnings), order)

@@ -11,7 +11,7 @@ read only from inside the model's folder (checked before by the loader).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -136,11 +136,15 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
 
 
 def fold_small_constants(
-    model: onnx.ModelProto, base: Path | None, types: Mapping[str, onnx.TypeProto]
+    model: onnx.ModelProto,
+    base: Path | None,
+    types: Mapping[str, onnx.TypeProto],
+    order: Sequence[int] | None = None,
 ) -> tuple[onnx.ModelProto, int]:
     """Evaluate constant-only nodes whose outputs are small; return a copy with them as initializers.
 
-    Seeds: small initializers, and ``Shape``/``Size`` of statically shaped tensors.
+    Seeds: small initializers, and ``Shape``/``Size`` of statically shaped tensors. ``order``: the graph's
+    :func:`~onnxroof.core.ir.topological_order` if already computed.
     """
     from onnx.reference import ReferenceEvaluator
 
@@ -150,7 +154,7 @@ def fold_small_constants(
     opsets = list(model.opset_import)
     nodes = list(model.graph.node)
     folded: dict[str, np.ndarray] = {}
-    for index in topological_order(nodes, set(values)):
+    for index in topological_order(nodes) if order is None else order:
         node = nodes[index]
         if (
             node.op_type in NONDETERMINISTIC_OPS
@@ -192,7 +196,8 @@ def fold_small_constants(
         return model, 0
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    kept = [n for n in copy.graph.node if not (set(n.output) & set(folded))]
+    folded_names = folded.keys()  # a set view, built once (not once per node)
+    kept = [n for n in copy.graph.node if folded_names.isdisjoint(n.output)]
     del copy.graph.node[:]
     copy.graph.node.extend(kept)
     copy.graph.initializer.extend(numpy_helper.from_array(a, name) for name, a in folded.items())
@@ -289,11 +294,15 @@ _BOOL_OUT = frozenset(
 )
 
 
-def propagate_fallback(model: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> int:
-    """Fill missing output types from input shapes for simple ops; returns how many were filled."""
+def propagate_fallback(
+    model: onnx.ModelProto, types: dict[str, onnx.TypeProto], order: Sequence[int] | None = None
+) -> int:
+    """Fill missing output types from input shapes for simple ops; returns how many were filled.
+
+    ``order``: the graph's :func:`~onnxroof.core.ir.topological_order` if already computed."""
     filled = 0
     nodes = list(model.graph.node)
-    for index in topological_order(nodes, set(types)):
+    for index in topological_order(nodes) if order is None else order:
         node = nodes[index]
         if normalize_domain(node.domain) or all(is_static(types.get(o)) for o in node.output if o):
             continue
