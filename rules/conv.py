@@ -11,8 +11,10 @@ import math
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
+
+rule = family_rule("conv")
 
 
 def _kernel_volume(weight_shape: tuple[int, ...]) -> int:

@@ -12,8 +12,10 @@ import string
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
+
+rule = family_rule("matmul")
 
 
 def matmul_macs(op: OpView) -> int:

@@ -34,9 +34,10 @@ from onnxroof.analysis.whatif import (
 )
 from onnxroof.core.errors import StrictError
 from onnxroof.core.ir import ModelIR, OpView, build_ir
-from onnxroof.core.registry import KIND_VIEW, lookup
+from onnxroof.core.registry import lookup
+from onnxroof.core.states import NodeState, RuleKind
 from onnxroof.costing.control_flow import NodeCost
-from onnxroof.costing.node import STATE_COSTED, STATE_UNKNOWN_SHAPE, STATE_UNSUPPORTED, STATES, cost_node
+from onnxroof.costing.node import cost_node
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.fusion.fuse import Miss
 from onnxroof.load.reader import load_model
@@ -58,8 +59,8 @@ class NodeResult(Placement):
     name: str
     op_type: str
     domain: str
-    state: str
-    kind: str  # compute | layout | view | metadata | "" (no rule)
+    state: NodeState
+    kind: RuleKind | str  # compute | layout | view | metadata | "" (no rule)
     dtype: str
     precision: str
     input_shapes: tuple[list[int | None] | None, ...]
@@ -67,6 +68,8 @@ class NodeResult(Placement):
     note: str = ""
     compute_density: float = 1.0
     """Share of the node's dense FLOPs counted under ``skip_compute`` (1: all; see :mod:`onnxroof.analysis.whatif`)."""
+    missing_tensor: str | None = None
+    """The tensor without a static shape that kept the node from being costed (state ``unknown_shape``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data (shapes as lists)."""
@@ -210,7 +213,7 @@ def _analyze(
         if used != wanted:
             fallbacks[(wanted, used)] += 1
         density = 1.0
-        if plan.skip_compute and node_cost.state == STATE_COSTED and node_cost.cost.macs > 0:
+        if plan.skip_compute and node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0:
             density = compute_density(
                 target.sparsity, used in target.sparse_peak_flops, *operand_densities(op.inputs, density_map)
             )
@@ -222,7 +225,7 @@ def _analyze(
             cost,
             target,
             used,
-            runs=state == STATE_COSTED,
+            runs=state == NodeState.COSTED,
             launches=node_cost.launches,
             op_class=op_class(op.op_type, op.domain, op.attrs, channels_of(op)),
             utilization=array_utilization(target, (op,)),
@@ -242,6 +245,7 @@ def _analyze(
                 **placed_fields(cost, point),
                 note=note,
                 compute_density=density,
+                missing_tensor=node_cost.missing_tensor,
             )
         )
     for (wanted, used), count in sorted(fallbacks.items()):
@@ -250,7 +254,7 @@ def _analyze(
 
     unsupported: dict[str, list[str]] = {}
     for op, result, node_cost in zip(ir.ops, results, node_costs, strict=True):
-        if result.state == STATE_UNSUPPORTED:
+        if result.state == NodeState.UNSUPPORTED:
             unsupported.setdefault(_op_key(op), []).append(op.id)
         for inner in node_cost.unsupported:  # ops without a rule inside If/Loop/Scan bodies
             unsupported.setdefault(inner, []).append(op.id)
@@ -264,8 +268,8 @@ def _analyze(
         target, sum(b for _, b in weights.values()), sum(n for n, _ in weights.values()), peak.bytes
     )
     kernels, misses = build_kernels(ir, results, node_costs, profile, target, cold)
-    running = [r for r in results if r.state == STATE_COSTED]
-    states = {state: sum(1 for r in results if r.state == state) for state in STATES}
+    running = [r for r in results if r.state == NodeState.COSTED]
+    states = {state: sum(1 for r in results if r.state == state) for state in NodeState}
     totals = build_totals(results, running, states, weights, peak, kernels, target)
     summary = _model_summary(loaded, ir)
     return Analysis(
@@ -289,8 +293,8 @@ def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
     producer = {t.name: op.id for op in ir.ops for t in op.outputs if t is not None}
     warnings = []
     for result in results:
-        if result.state == STATE_UNKNOWN_SHAPE:
-            tensor = result.note.split("'")[1] if "'" in result.note else "?"
+        if result.state == NodeState.UNKNOWN_SHAPE:
+            tensor = result.missing_tensor or "?"
             origin = producer.get(tensor)
             made_by = f" (produced by node {origin})" if origin else ""
             warnings.append(
@@ -301,7 +305,7 @@ def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
 
 def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, list[str]]) -> None:
     parts = [f"{op} ×{len(ids)}" for op, ids in sorted(unsupported.items())]
-    unknown = [r.id for r in results if r.state == STATE_UNKNOWN_SHAPE]
+    unknown = [r.id for r in results if r.state == NodeState.UNKNOWN_SHAPE]
     if unknown:
         parts.append(f"{len(unknown)} node(s) without static shapes (first: {unknown[0]})")
     if parts:
@@ -318,7 +322,7 @@ def _distinct_weights(node_costs: list[NodeCost]) -> dict[str, tuple[float, floa
 
 def _is_view(op: OpView) -> bool:
     entry = lookup(op.domain, op.op_type)
-    return entry is not None and entry.kind == KIND_VIEW
+    return entry is not None and entry.kind == RuleKind.VIEW
 
 
 def _model_summary(loaded, ir: ModelIR) -> ModelSummary:

@@ -55,6 +55,7 @@ from onnxroof.analysis.catalog import (
     Finding,
     Rule,
 )
+from onnxroof.core.states import Bound, NodeState, RuleKind
 from onnxroof.core.units import percent, seconds, si
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def _bn_not_folded(ctx: _Context) -> Iterable[Finding]:
                 if ctx.nodes.get(nid) is not None and ctx.nodes[nid].op_type == "BatchNormalization":
                     misses.setdefault(nid, miss.reason)
     for node in ctx.analysis.nodes:
-        if node.op_type != "BatchNormalization" or node.state != "costed":
+        if node.op_type != "BatchNormalization" or node.state != NodeState.COSTED:
             continue
         kernel = ctx.kernel_of.get(node.id)
         if kernel is not None and node.id in kernel.folded_nodes:
@@ -214,7 +215,7 @@ def _channels_not_aligned(ctx: _Context) -> Iterable[Finding]:
     rule = RULES["OR002"]
     model_macs = ctx.analysis.totals.macs
     for node in ctx.analysis.nodes:
-        if node.op_type not in _MAC_OPS or node.state != "costed" or node.macs <= 0:
+        if node.op_type not in _MAC_OPS or node.state != NodeState.COSTED or node.macs <= 0:
             continue
         dims = _gemm_dims(node, ctx.op(node.id))
         if dims is None:
@@ -264,12 +265,12 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
     picked: list[tuple[NodeResult, KernelResult]] = []
     for node in ctx.analysis.nodes:
         kernel = ctx.kernel_of.get(node.id)
-        if node.op_type != "Conv" or node.state != "costed" or kernel is None or kernel.node_ids[0] != node.id:
+        if node.op_type != "Conv" or node.state != NodeState.COSTED or kernel is None or kernel.node_ids[0] != node.id:
             continue
         dims = _gemm_dims(node, None)
         w = node.input_shapes[1]
         pointwise = w is not None and len(w) > 2 and all(d == 1 for d in w[2:])
-        if dims is None or not (dims[2] > 1 or pointwise) or kernel.bound != "memory":
+        if dims is None or not (dims[2] > 1 or pointwise) or kernel.bound != Bound.MEMORY:
             continue
         picked.append((node, kernel))
     time = sum(k.latency_s for _, k in picked)
@@ -300,7 +301,11 @@ def _layout_chains(ctx: _Context) -> Iterable[Finding]:
     if ctx.graph is None:
         return
     rule = RULES["OR004"]
-    movers = {n.id for n in ctx.analysis.nodes if n.kind in ("layout", "view") and n.state in ("costed", "zero")}
+    movers = {
+        n.id
+        for n in ctx.analysis.nodes
+        if n.kind in (RuleKind.LAYOUT, RuleKind.VIEW) and n.state in (NodeState.COSTED, NodeState.ZERO)
+    }
     chains = []
     for chain in _components(ctx.graph, movers):
         if len(chain) < 2:
@@ -369,7 +374,7 @@ def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
     nodes = [
         n
         for n in ctx.analysis.nodes
-        if n.state == "costed" and n.op_type in _MAC_OPS and n.dtype == "float32" and n.precision == "fp32"
+        if n.state == NodeState.COSTED and n.op_type in _MAC_OPS and n.dtype == "float32" and n.precision == "fp32"
     ]
     if not nodes:
         return

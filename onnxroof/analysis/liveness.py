@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from onnxroof.core.ir import ROLE_ACTIVATION, ROLE_INPUT, ModelIR, OpView
+from onnxroof.core.ir import ModelIR, OpView
+from onnxroof.core.states import Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,7 @@ def peak_activation_memory(ir: ModelIR, is_view: Callable[[OpView], bool]) -> Pe
     unknown = 0
 
     def runtime(t) -> bool:
-        return t is not None and t.role in (ROLE_INPUT, ROLE_ACTIVATION)
+        return t is not None and t.role in (Role.INPUT, Role.ACTIVATION)
 
     def nbytes(t) -> float:
         nonlocal unknown

@@ -43,7 +43,8 @@ import onnx
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import OnnxroofError
-from onnxroof.core.ir import ROLE_STATIC, ROLE_WEIGHT, Restate, TensorInfo, node_id
+from onnxroof.core.ir import Restate, TensorInfo, node_id
+from onnxroof.core.states import Role
 from onnxroof.platform.model import Platform
 
 ELEMENT_SIZE: Mapping[str, float] = MappingProxyType(
@@ -206,9 +207,9 @@ class DensityMap:
     def of(self, tensor: TensorInfo) -> float:
         """The tensor's density: a weight's from its readers' weight densities, a run-time tensor's from its
         writer's output density, else its readers' input densities; static values (shapes) and the rest 1."""
-        if tensor.role == ROLE_WEIGHT:
+        if tensor.role == Role.WEIGHT:
             return self.as_weight.get(tensor.name, 1.0)
-        if tensor.role == ROLE_STATIC:
+        if tensor.role == Role.STATIC:
             return 1.0
         written = self.written.get(tensor.name)
         return written if written is not None else self.as_input.get(tensor.name, 1.0)
@@ -299,7 +300,7 @@ def operand_densities(inputs: Iterable[TensorInfo | None], densities: DensityMap
     for tensor in inputs:
         if tensor is None:
             continue
-        if tensor.role == ROLE_WEIGHT:
+        if tensor.role == Role.WEIGHT:
             density = densities.of(tensor)
             weight = density if weight is None else max(weight, density)
         elif first_input is None and not tensor.is_constant:

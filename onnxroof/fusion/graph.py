@@ -12,10 +12,10 @@ from typing import NamedTuple
 
 import onnxroof.rules  # noqa: F401  (registers every rule family: nodes are grouped by rule kind)
 from onnxroof.core.ir import ModelIR, OpView
-from onnxroof.core.registry import KIND_METADATA, KIND_VIEW, RuleEntry, lookup
+from onnxroof.core.registry import RuleEntry, lookup
+from onnxroof.core.states import NodeState, RuleKind
 from onnxroof.costing.control_flow import NodeCost
 
-_ELEMENTWISE_MODULE = "onnxroof.rules.elementwise"
 #: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
 #: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
 _ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
@@ -45,9 +45,9 @@ class FusionGraph:
             self.entries[op.id] = entry
             self.kind[op.id] = entry.kind if entry is not None else ""
             cost = node_costs.get(op.id)
-            if cost is not None and cost.state == "costed":
+            if cost is not None and cost.state == NodeState.COSTED:
                 self.costed.add(op.id)
-                if entry is not None and (entry.fn.__module__ == _ELEMENTWISE_MODULE or op.op_type in _ELEMENTWISE_OPS):
+                if entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS):
                     self.elementwise.add(op.id)
             for t in op.outputs:
                 if t is not None:
@@ -58,7 +58,7 @@ class FusionGraph:
                     seen.add(t.name)
                     self.consumers.setdefault(t.name, []).append(op.id)
             source, view = op.input(0), op.output(0)
-            if self.kind[op.id] == KIND_VIEW and source is not None and view is not None:
+            if self.kind[op.id] == RuleKind.VIEW and source is not None and view is not None:
                 self.alias_of[view.name] = source.name
                 self.alias_children.setdefault(source.name, []).append(view.name)
         for op in ir.ops:  # tensors read implicitly by If/Loop/Scan bodies
@@ -86,9 +86,9 @@ class FusionGraph:
         exported = name in self.outputs
         for node in self.consumers.get(name, ()):
             kind, source = self.kind[node], self.ops[node].input(0)
-            if kind == KIND_VIEW and source is not None and source.name == name:
+            if kind == RuleKind.VIEW and source is not None and source.name == name:
                 continue  # an alias: its own users are followed below
-            if kind != KIND_METADATA:
+            if kind != RuleKind.METADATA:
                 found.append(node)
         for child in self.alias_children.get(name, ()):
             more, child_exported = self.users(child)

@@ -31,10 +31,9 @@ import onnx.inliner
 
 from onnxroof.analysis.analyze import Analysis, NodeResult
 from onnxroof.core.errors import ModelError, OnnxroofError, one_line
+from onnxroof.core.states import Bound, NodeState
 from onnxroof.core.units import percent, seconds, si
-from onnxroof.costing.node import STATE_COSTED, STATE_UNSUPPORTED
 from onnxroof.load.reader import read_model
-from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
 from onnxroof.roofline.kernels import KernelResult
 
 PREFIX = "onnxroof."
@@ -59,7 +58,7 @@ def _first_output(analysis: Analysis, node: NodeResult) -> str | None:
 
 def summary(node: NodeResult, kernel: KernelResult | None) -> str:
     """One human line: ``12.3 µs · memory-bound at 0.12 FLOP/B · 524 kB moved · kernel k13``."""
-    if node.state != STATE_COSTED:
+    if node.state != NodeState.COSTED:
         return f"{node.state.replace('_', ' ')}: {node.note or 'does not run'}"
     parts = [
         seconds(node.latency_s),
@@ -252,7 +251,7 @@ def external_data_files(model: onnx.ModelProto) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ DOT
 
-_FILL = {BOUND_MEMORY: ("#d6e4f7", "#2f6db5"), BOUND_COMPUTE: ("#fcdcc0", "#d0600f")}
+_FILL = {Bound.MEMORY: ("#d6e4f7", "#2f6db5"), Bound.COMPUTE: ("#fcdcc0", "#d0600f")}
 _IDLE = ("#f1f2f5", "#b4bac8")
 _UNSUPPORTED = ("#f8d3d3", "#c23a3a")
 
@@ -292,10 +291,10 @@ def render_dot(analysis: Analysis) -> str:
     def node_line(node: NodeResult, indent: str) -> str:
         kernel = kernels.get(node.id)
         fused = kernel is not None and len(kernel.node_ids) > 1
-        if node.state == STATE_UNSUPPORTED:
+        if node.state == NodeState.UNSUPPORTED:
             fill, border = _UNSUPPORTED
             detail = "unsupported: not costed"
-        elif node.state != STATE_COSTED:
+        elif node.state != NodeState.COSTED:
             fill, border = _IDLE
             detail = node.state.replace("_", " ")
         else:
@@ -309,7 +308,7 @@ def render_dot(analysis: Analysis) -> str:
         name = _short(node.name) if node.name and node.name != node.op_type else ""
         label = _label(*(x for x in (node.op_type, name, detail) if x))
         attrs = f'label={label}, fillcolor="{fill}", color="{border}", tooltip={dot_string(node.id)}'
-        if node.state != STATE_COSTED:
+        if node.state != NodeState.COSTED:
             attrs += ', fontsize=8, fontcolor="#677085"'
         return f"{indent}{ids[node.id]} [{attrs}];"
 

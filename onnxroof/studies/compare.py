@@ -19,9 +19,9 @@ import onnx
 from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
 
 
 class CompareError(OnnxroofError):
@@ -37,7 +37,7 @@ class TopKernel:
     latency_s: float
     share: float
     """Of the platform's predicted latency."""
-    bound: str
+    bound: Bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +172,8 @@ def compare_row(analysis: Analysis) -> CompareRow:
         energy_memory_share=t.energy_memory_share,
         memory_bound_share=t.memory_bound_share,
         kernels=len(kernels),
-        compute_kernels=sum(1 for k in kernels if k.bound == BOUND_COMPUTE),
-        memory_kernels=sum(1 for k in kernels if k.bound == BOUND_MEMORY),
+        compute_kernels=sum(1 for k in kernels if k.bound == Bound.COMPUTE),
+        memory_kernels=sum(1 for k in kernels if k.bound == Bound.MEMORY),
         top_kernel=None
         if not top
         else TopKernel(
