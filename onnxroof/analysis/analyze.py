@@ -8,6 +8,7 @@ only in renderers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 from collections import Counter
@@ -33,8 +34,8 @@ from onnxroof.analysis.whatif import (
     whatif_warnings,
 )
 from onnxroof.core.errors import StrictError
-from onnxroof.core.ir import ModelIR, OpView, build_ir
-from onnxroof.core.registry import lookup
+from onnxroof.core.index import GraphIndex, graph_index
+from onnxroof.core.ir import ModelIR, build_ir
 from onnxroof.core.states import NodeState, RuleKind
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import cost_node
@@ -112,12 +113,17 @@ class Analysis:
     whatif: WhatIf = field(default_factory=WhatIf)
     """The what-if knobs the model was costed with (precision, densities, compress_mem, skip_compute)."""
 
+    index: GraphIndex | None = field(compare=False, repr=False, default=None)
+    """The IR's graph index (producers, consumers, view roots), None when there is no graph."""
+
+    @functools.cached_property
+    def kernel_by_node(self) -> Mapping[str, KernelResult]:
+        """Node id -> the kernel it runs in (nodes that do not run are absent), built once."""
+        return MappingProxyType({node: kernel for kernel in self.kernels for node in kernel.node_ids})
+
     def kernel_of(self, node_id: str) -> KernelResult | None:
         """The kernel a node runs in (None for nodes that do not run)."""
-        for kernel in self.kernels:
-            if node_id in kernel.node_ids:
-                return kernel
-        return None
+        return self.kernel_by_node.get(node_id)
 
     def top_kernels(self, count: int) -> tuple[KernelResult, ...]:
         ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
@@ -263,7 +269,7 @@ def _analyze(
 
     profile = fusion or target.fusion_profile
     weights = _distinct_weights(node_costs)
-    peak = peak_activation_memory(ir, _is_view)
+    peak = peak_activation_memory(ir)
     cold = cold_weight_bytes(
         target, sum(b for _, b in weights.values()), sum(n for n, _ in weights.values()), peak.bytes
     )
@@ -286,11 +292,12 @@ def _analyze(
         fusion_misses=misses,
         graph=ir.graph,
         whatif=plan,
+        index=graph_index(ir),
     )
 
 
 def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
-    producer = {t.name: op.id for op in ir.ops for t in op.outputs if t is not None}
+    producer = graph_index(ir).producer
     warnings = []
     for result in results:
         if result.state == NodeState.UNKNOWN_SHAPE:
@@ -318,11 +325,6 @@ def _distinct_weights(node_costs: list[NodeCost]) -> dict[str, tuple[float, floa
     for node_cost in node_costs:
         weights.update(node_cost.weights)
     return weights
-
-
-def _is_view(op: OpView) -> bool:
-    entry = lookup(op.domain, op.op_type)
-    return entry is not None and entry.kind == RuleKind.VIEW
 
 
 def _model_summary(loaded, ir: ModelIR) -> ModelSummary:

@@ -36,7 +36,7 @@ the model itself (which node feeds a BatchNorm).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from onnxroof.analysis.catalog import (
@@ -88,7 +88,8 @@ class _Context:
         self.platform = analysis.platform
         self.total = analysis.totals.latency_s
         self.nodes: dict[str, NodeResult] = {n.id: n for n in analysis.nodes}
-        self.kernel_of: dict[str, KernelResult] = {nid: k for k in analysis.kernels for nid in k.node_ids}
+        self.kernel_of: Mapping[str, KernelResult] = analysis.kernel_by_node
+        self.index = analysis.index
         self.graph = analysis.graph
         self.graph_outputs = frozenset(name for name, _, _ in analysis.model.outputs)
 
@@ -103,14 +104,15 @@ class _Context:
 
     def producer(self, node_id: str, tensor: str) -> str | None:
         """The id of the node producing ``tensor`` for ``node_id``; None for graph inputs and weights."""
-        for src in self.graph.predecessors(node_id):
-            if tensor in self.graph.edges[src, node_id].get("tensors", ()):
-                return src
-        return None
+        if self.index is None:
+            return None
+        src = self.index.producer.get(tensor)
+        return src if src is not None and node_id in self.index.consumers.get(tensor, ()) else None
 
     def readers(self, node_id: str, tensor: str) -> int:
         """How many nodes read ``tensor`` (produced by ``node_id``), plus one if it is a graph output."""
-        count = sum(1 for dst in self.graph.successors(node_id) if tensor in self.graph.edges[node_id, dst]["tensors"])
+        produced = self.index is not None and self.index.producer.get(tensor) == node_id
+        count = len(self.index.consumers.get(tensor, ())) if produced else 0
         return count + (tensor in self.graph_outputs)
 
     def label(self, node_id: str) -> str:

@@ -140,6 +140,9 @@ class ModelIR:
     opsets: Mapping[str, int] = field(default_factory=dict)
     restate: Restate | None = field(default=None, compare=False, repr=False)
     """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Facts derived from the IR once, on first use, and kept with it: the graph index
+    (:func:`onnxroof.core.index.graph_index`: producers, consumers, view roots)."""
 
 
 def normalize_domain(domain: str) -> str:
@@ -157,15 +160,6 @@ def _schema_defaults(op_type: str, opset: int, domain: str) -> tuple[tuple[str, 
         if attr.default_value.type:
             defaults.append((name, _attr_value(attr.default_value)))
     return tuple(defaults)
-
-
-@functools.lru_cache(maxsize=4096)
-def required_attributes(op_type: str, opset: int, domain: str) -> tuple[str, ...]:
-    try:
-        schema = onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
-    except onnx.defs.SchemaError:
-        return ()
-    return tuple(name for name, attr in schema.attributes.items() if attr.required)
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:

@@ -1,7 +1,8 @@
 """The fusion pass's working state: read-only lookups over the IR, and the kernels being built.
 
-:class:`FusionGraph` indexes the IR once per :func:`onnxroof.fusion.fuse.fuse` call (producers, consumers, view
-aliases, which nodes are costed and elementwise); :class:`Unit` is one kernel under construction; and
+:class:`FusionGraph` holds read-only lookups for one :func:`onnxroof.fusion.fuse.fuse` call (producers, consumers
+and view aliases from the IR's index, :func:`onnxroof.core.index.graph_index`; which nodes are costed and
+elementwise); :class:`Unit` is one kernel under construction; and
 :class:`PassState` owns the units, merges them as patterns apply, and records the candidates that did not fuse.
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import onnxroof.rules  # noqa: F401  (registers every rule family: nodes are grouped by rule kind)
+from onnxroof.core.index import graph_index
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.registry import RuleEntry, lookup
 from onnxroof.core.states import NodeState, RuleKind
@@ -35,10 +37,10 @@ class FusionGraph:
         self.costed: set[str] = set()
         self.elementwise: set[str] = set()
         self.kind: dict[str, str] = {}
-        self.producer: dict[str, str] = {}
-        self.consumers: dict[str, list[str]] = {}
-        self.alias_of: dict[str, str] = {}  # view output -> view input
-        self.alias_children: dict[str, list[str]] = {}
+        self.index = graph_index(ir)
+        self.producer: Mapping[str, str] = self.index.producer
+        self.consumers: Mapping[str, tuple[str, ...]] = self.index.consumers
+        self.alias_children: Mapping[str, tuple[str, ...]] = self.index.view_children
         self.outputs = frozenset(ir.graph_outputs)
         for op in ir.ops:
             entry = lookup(op.domain, op.op_type)
@@ -49,32 +51,11 @@ class FusionGraph:
                 self.costed.add(op.id)
                 if entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS):
                     self.elementwise.add(op.id)
-            for t in op.outputs:
-                if t is not None:
-                    self.producer[t.name] = op.id
-            seen: set[str] = set()
-            for t in op.inputs:
-                if t is not None and t.name not in seen:
-                    seen.add(t.name)
-                    self.consumers.setdefault(t.name, []).append(op.id)
-            source, view = op.input(0), op.output(0)
-            if self.kind[op.id] == RuleKind.VIEW and source is not None and view is not None:
-                self.alias_of[view.name] = source.name
-                self.alias_children.setdefault(source.name, []).append(view.name)
-        for op in ir.ops:  # tensors read implicitly by If/Loop/Scan bodies
-            if op.subgraphs and ir.graph.has_node(op.id):
-                for _, _, data in ir.graph.in_edges(op.id, data=True):
-                    for name in data.get("tensors", ()):
-                        users = self.consumers.setdefault(name, [])
-                        if op.id not in users:
-                            users.append(op.id)
         self._users: dict[str, tuple[tuple[str, ...], bool]] = {}
 
     def root(self, name: str) -> str:
         """The buffer a tensor aliases (through views)."""
-        while name in self.alias_of:
-            name = self.alias_of[name]
-        return name
+        return self.index.root(name)
 
     def users(self, name: str) -> tuple[tuple[str, ...], bool]:
         """Nodes that need ``name``'s data (through views; metadata readers excluded), and whether it (or an

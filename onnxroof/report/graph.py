@@ -44,10 +44,6 @@ def _index(node_id: str) -> int:
     return int(node_id.split(":", 1)[0])
 
 
-def _kernels_by_node(analysis: Analysis) -> dict[str, KernelResult]:
-    return {node_id: kernel for kernel in analysis.kernels for node_id in kernel.node_ids}
-
-
 def _first_output(analysis: Analysis, node: NodeResult) -> str | None:
     if analysis.graph is None or node.id not in analysis.graph:
         return None
@@ -113,7 +109,7 @@ def _netron_targets(analysis: Analysis) -> dict[str, tuple[str, str]]:
 
 def netron_attachment(analysis: Analysis) -> dict[str, Any]:
     """The ``netron:attachment`` document: ``metadata`` and ``metrics`` rows for the model and every node."""
-    kernels = _kernels_by_node(analysis)
+    kernels = analysis.kernel_by_node
     t, p = analysis.totals, analysis.platform
     metadata: list[dict[str, Any]] = [
         {"kind": "model", "target": "", "name": "onnxroof platform", "value": p.title, "type": "attribute"},
@@ -212,7 +208,7 @@ def annotated_model(analysis: Analysis, source: str | Path | None = None) -> onn
     nodes = model.graph.node
     if len(nodes) != len(analysis.nodes):
         raise ModelError(f"{path}: has {len(nodes)} nodes but the analysis has {len(analysis.nodes)}")
-    kernels = _kernels_by_node(analysis)
+    kernels = analysis.kernel_by_node
     for result in analysis.nodes:
         node = nodes[_index(result.id)]
         if node.op_type != result.op_type:
@@ -274,7 +270,7 @@ def _label(*lines: str) -> str:
 
 def render_dot(analysis: Analysis) -> str:
     """The graph in Graphviz DOT: one box per node, clusters for kernels of several nodes."""
-    kernels = _kernels_by_node(analysis)
+    kernels = analysis.kernel_by_node
     total = analysis.totals.latency_s or 1.0
     ids = {node.id: f"n{i}" for i, node in enumerate(analysis.nodes)}
     by_id = {node.id: node for node in analysis.nodes}

@@ -72,7 +72,7 @@ def match_kernels(
     from onnxroof.core.ir import node_id
 
     ids = [node_id(i, n) for i, n in enumerate(original.node)]
-    kernel_of = {nid: kernel.id for kernel in analysis.kernels for nid in kernel.node_ids}
+    kernel_of = {nid: kernel.id for nid, kernel in analysis.kernel_by_node.items()}
     costed = {n.id for n in analysis.nodes if n.state == NodeState.COSTED}
     warnings: list[str] = []
     missing_ids = set(kernel_of) - set(ids)
