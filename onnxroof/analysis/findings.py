@@ -55,6 +55,7 @@ from onnxroof.analysis.catalog import (
     Finding,
     Rule,
 )
+from onnxroof.core.gemm import gemm_shape
 from onnxroof.core.states import Bound, NodeState, RuleKind
 from onnxroof.core.units import percent, seconds, si
 
@@ -188,27 +189,18 @@ def has_tensor_cores(platform) -> bool:
 
 
 def _gemm_dims(node: NodeResult, op) -> tuple[int | None, int | None, int] | None:
-    """(reduction dim per group, output dim per group, groups) of a MAC op, or None when not applicable."""
-    shapes = node.input_shapes
-    if len(shapes) < 2 or shapes[0] is None or shapes[1] is None:
+    """(reduction channels per group, output channels per group, groups) of a MAC op (the channel dims of
+    :func:`onnxroof.core.gemm.gemm_shape`), or None when not applicable."""
+    if op is None or node.op_type not in _MAC_OPS:
         return None
-    x, w = shapes[0], shapes[1]
-    if node.op_type == "Conv" and len(w) >= 2 and len(x) >= 2:
-        if w[1] is None or x[1] is None or not w[1]:
-            return None
-        groups = max(1, x[1] // w[1])
-        return w[1], (w[0] // groups if w[0] is not None else None), groups
-    if node.op_type == "ConvTranspose" and len(w) >= 2:
-        groups = int(op.attrs.get("group", 1)) if op is not None else 1
-        return (w[0] // groups if w[0] is not None else None), w[1], groups
-    if op is None or op.input(1) is None or not op.input(1).is_constant or len(w) < 2:
+    shape = gemm_shape(op)
+    if shape is None:
+        return None
+    if node.op_type in _CONVS:
+        return shape.in_channels, shape.out_channels, shape.groups or 1
+    if op.input(1) is None or not op.input(1).is_constant:
         return None  # activation × activation (attention): dims follow the sequence, not the design
-    if node.op_type == "MatMul":
-        return w[-2], w[-1], 1
-    if node.op_type == "Gemm":
-        trans_b = int(op.attrs.get("transB", 0))
-        return (w[1], w[0], 1) if trans_b else (w[0], w[1], 1)
-    return None
+    return shape.in_channels, shape.out_channels, 1
 
 
 def _channels_not_aligned(ctx: _Context) -> Iterable[Finding]:
@@ -269,7 +261,7 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
         kernel = ctx.kernel_of.get(node.id)
         if node.op_type != "Conv" or node.state != NodeState.COSTED or kernel is None or kernel.node_ids[0] != node.id:
             continue
-        dims = _gemm_dims(node, None)
+        dims = _gemm_dims(node, ctx.op(node.id))
         w = node.input_shapes[1]
         pointwise = w is not None and len(w) > 2 and all(d == 1 for d in w[2:])
         if dims is None or not (dims[2] > 1 or pointwise) or kernel.bound != Bound.MEMORY:
@@ -278,7 +270,7 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
     time = sum(k.latency_s for _, k in picked)
     if not picked or ctx.share(time) < LOW_INTENSITY_CONV_SHARE:
         return
-    grouped = sum(1 for n, _ in picked if _gemm_dims(n, None)[2] > 1)
+    grouped = sum(1 for n, _ in picked if _gemm_dims(n, ctx.op(n.id))[2] > 1)
     lowest = min(k.intensity for _, k in picked)
     highest = max(k.intensity for _, k in picked)
     precision = picked[0][1].precision
