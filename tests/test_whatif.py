@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 import onnxroof
-from onnxroof.analysis.whatif import WhatIfError, compressed_itemsize, load_layer_densities
+from onnxroof.analysis.whatif import Densities, WhatIf, WhatIfError, compressed_itemsize, load_layer_densities
 from onnxroof.cli import app
 from onnxroof.core.errors import PlatformError
 from onnxroof.core.gemm import GemmShape
@@ -169,6 +169,19 @@ def test_unstructured_hardware_skips_every_zero_pair(tmp_path: Path) -> None:
     kernel = only_kernel(analysis)
     assert kernel.flops == pytest.approx(2 * m * k * n * 0.5 * 0.8)
     assert kernel.bytes == 4 * (m * k + k * n + m * n)  # skip_compute alone moves the same bytes
+
+
+def test_one_whatif_object_equals_the_keywords(tmp_path: Path) -> None:
+    model = gemm_model(tmp_path / "g.onnx", 32, 64, 16)
+    knobs = WhatIf(precision="fp16", densities=Densities(weight=0.25, input=0.5), compress_mem=True)
+    given_once = onnxroof.analyze(model, "h100", whatif=knobs)
+    keywords = onnxroof.analyze(
+        model, "h100", precision="fp16", densities={"weight": 0.25, "input": 0.5}, compress_mem=True
+    )
+    assert given_once.whatif == keywords.whatif == knobs
+    assert given_once.totals == keywords.totals
+    with pytest.raises(TypeError, match="not both"):
+        onnxroof.analyze(model, "h100", whatif=knobs, compress_mem=True)
 
 
 def test_compress_mem_stores_nonzeros_plus_a_bitmap(tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ from onnxroof.analysis.grouping import array_utilization, build_kernels, channel
 from onnxroof.analysis.liveness import peak_activation_memory
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import (
-    Densities,
     WhatIf,
     compute_density,
     make_restate,
@@ -151,6 +150,7 @@ def analyze(
     strict: bool = False,
     fusion: str | None = None,
     *,
+    whatif: WhatIf | None = None,
     densities: Mapping[str, float] | None = None,
     layer_densities: Mapping[str, Mapping[str, float]] | None = None,
     compress_mem: bool = False,
@@ -161,17 +161,16 @@ def analyze(
     ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` re-costs the model as if run in that
     precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element size, every node
     its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no static shape;
-    ``fusion`` names the fusion profile (default: the platform's). ``densities`` (``{"weight": 0.5}``, kinds
-    weight/input/output) and ``layer_densities`` (node name or id -> densities) with ``compress_mem`` and
-    ``skip_compute`` are FRAME's sparsity knobs (:mod:`onnxroof.analysis.whatif`).
+    ``fusion`` names the fusion profile (default: the platform's). ``whatif`` gives the what-if knobs as one
+    :class:`~onnxroof.analysis.whatif.WhatIf` (precision, densities, per-layer densities, compress_mem,
+    skip_compute: FRAME's sparsity knobs, :mod:`onnxroof.analysis.whatif`); the same knobs may instead be given
+    as keywords (``precision``, ``densities={"weight": 0.5}`` with kinds weight/input/output,
+    ``layer_densities`` node name or id -> densities, ``compress_mem``, ``skip_compute``), not both.
     """
-    plan = WhatIf(
-        precision=precision,
-        densities=Densities(**(densities or {})),
-        layers=MappingProxyType({k: Densities(**v) for k, v in (layer_densities or {}).items()}),
-        compress_mem=compress_mem,
-        skip_compute=skip_compute,
-    )
+    legacy = WhatIf.of(precision, densities, layer_densities, compress_mem, skip_compute)
+    if whatif is not None and legacy != WhatIf():
+        raise TypeError("analyze(): give the what-if knobs either as whatif=WhatIf(...) or as keywords, not both")
+    plan = whatif if whatif is not None else legacy
     with _gc_paused():
         return _analyze(model, platform, dims, plan, strict, fusion)
 

@@ -88,7 +88,8 @@ class Densities:
 
 @dataclass(frozen=True)
 class WhatIf:
-    """The what-if knobs of one analysis (all off by default)."""
+    """The what-if knobs of one analysis (all off by default): one frozen object passed from the CLI through
+    :func:`onnxroof.analyze`, :func:`onnxroof.studies.compare.compare` and :func:`onnxroof.studies.sweep.sweep`."""
 
     precision: str | None = None
     densities: Densities = field(default_factory=Densities)
@@ -96,6 +97,24 @@ class WhatIf:
     """Per-layer densities, keyed by node name or node id."""
     compress_mem: bool = False
     skip_compute: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        precision: str | None = None,
+        densities: Mapping[str, float] | None = None,
+        layer_densities: Mapping[str, Mapping[str, float]] | None = None,
+        compress_mem: bool = False,
+        skip_compute: bool = False,
+    ) -> WhatIf:
+        """The knobs from plain keywords (``densities={"weight": 0.5}``, ``layer_densities={node: {...}}``)."""
+        return cls(
+            precision=precision,
+            densities=Densities(**(densities or {})),
+            layers=MappingProxyType({k: Densities(**v) for k, v in (layer_densities or {}).items()}),
+            compress_mem=compress_mem,
+            skip_compute=skip_compute,
+        )
 
     @property
     def has_densities(self) -> bool:
@@ -165,16 +184,22 @@ def load_layer_densities(path: str | Path) -> Mapping[str, Densities]:
 
 
 def whatif_options(
-    density: Iterable[str] | None, density_file: str | Path | None, compress_mem: bool, skip_compute: bool
-) -> dict[str, object]:
-    """The :func:`onnxroof.analyze` keyword arguments for the CLI's sparsity options."""
+    density: Iterable[str] | None,
+    density_file: str | Path | None,
+    compress_mem: bool,
+    skip_compute: bool,
+    precision: str | None = None,
+) -> WhatIf:
+    """The :class:`WhatIf` of the CLI's what-if options (``--density``, ``--density-file``, ``--compress-mem``,
+    ``--skip-compute``, and ``--precision`` where one precision applies to the whole run)."""
     layers = load_layer_densities(density_file) if density_file is not None else {}
-    return {
-        "densities": uniform_densities(density or []).to_dict(),
-        "layer_densities": {name: d.to_dict() for name, d in layers.items()},
-        "compress_mem": compress_mem,
-        "skip_compute": skip_compute,
-    }
+    return WhatIf(
+        precision=precision,
+        densities=uniform_densities(density or []),
+        layers=MappingProxyType(dict(layers)),
+        compress_mem=compress_mem,
+        skip_compute=skip_compute,
+    )
 
 
 def _density_value(value: object, where: str) -> float:
