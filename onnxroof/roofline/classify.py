@@ -58,9 +58,6 @@ PRECISION_OF_DTYPE = {
     "float8e5m2": "fp8",
     "float8e5m2fnuz": "fp8",
 }
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
-#: When a platform lacks a precision the node computes in, the next one down this chain is used (and said).
-FALLBACK = PRECISION_FALLBACK
 
 
 def precision_of(dtype: str) -> str:
@@ -68,13 +65,14 @@ def precision_of(dtype: str) -> str:
 
 
 def resolve_precision(platform: Platform, wanted: str) -> str:
-    """The precision whose peak a node of precision ``wanted`` uses on ``platform`` (fallback chain)."""
+    """The precision whose peak a node of precision ``wanted`` uses on ``platform`` (the fallback chain
+    :data:`onnxroof.platform.model.PRECISION_FALLBACK`)."""
     available = platform.precisions()
     current: str | None = wanted
     while current is not None:
         if current in available:
             return current
-        current = FALLBACK.get(current)
+        current = PRECISION_FALLBACK.get(current)
     if not available:
         raise PlatformError(f"{platform.path}: no peak figures")
     return available[0]
