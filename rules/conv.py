@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
+from onnxroof.core.gemm import gemm_shape
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
+
+rule = family_rule("conv")
 
 
 def _kernel_volume(weight_shape: tuple[int, ...]) -> int:
@@ -20,12 +23,13 @@ def _kernel_volume(weight_shape: tuple[int, ...]) -> int:
 
 
 def conv_macs(op: OpView, weight: int = 1) -> int:
-    """MACs of a convolution whose filter ``W[M, C/group, *k]`` is input ``weight``: numel(Y) · (C / group) · Π k.
+    """MACs of a convolution whose filter ``W[M, C/group, *k]`` is input ``weight``: numel(Y) · (C / group) · Π k
+    (the implicit GEMM's K, :func:`onnxroof.core.gemm.gemm_shape`).
 
     Shared by Conv and the quantized convolutions (ConvInteger, QLinearConv) of :mod:`onnxroof.rules.quantized`.
     """
-    shape = shape_of(required_input(op, weight))
-    return required_output(op).numel * shape[1] * _kernel_volume(shape)
+    shape_of(required_input(op, weight))  # raises ShapeUnknown naming W when it has no static shape
+    return required_output(op).numel * gemm_shape(op).k
 
 
 @rule("Conv")

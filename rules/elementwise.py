@@ -20,13 +20,15 @@ from __future__ import annotations
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import out_numel, streaming
 
 _BYTES_DOC = (
     "read every input once at its own size (a broadcast operand is read once, not once per output "
     "element); write the output."
 )
+
+rule = family_rule("elementwise")
 
 # op_type: (FLOPs per output element, the defining formula with its operations counted)
 _ONE_OP = "one operation per output element"

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import STATUS_APPROXIMATE, rule
+from onnxroof.core.registry import family_rule
+from onnxroof.core.states import RuleStatus
 from onnxroof.rules._common import out_numel, outputs_bytes
+
+rule = family_rule("generators")
 
 RANDOM_FLOPS_PER_ELEMENT = 2
 """The affine map of one random draw: low + (high − low)·u, or mean + scale·z (1 multiply, 1 add)."""
@@ -51,8 +54,8 @@ def range_(op: OpView) -> Cost:
     return Cost(flops=float(out_numel(op)), bytes_written=outputs_bytes(op))
 
 
-@rule("RandomNormal", "RandomUniform", status=STATUS_APPROXIMATE)
-@rule("RandomNormalLike", "RandomUniformLike", status=STATUS_APPROXIMATE, config_inputs=(0,))
+@rule("RandomNormal", "RandomUniform", status=RuleStatus.APPROXIMATE)
+@rule("RandomNormalLike", "RandomUniformLike", status=RuleStatus.APPROXIMATE, config_inputs=(0,))
 def random(op: OpView) -> Cost:
     """A tensor of random draws, uniform in [low, high) or normal(mean, scale).
 

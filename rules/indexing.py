@@ -8,7 +8,8 @@ import math
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import STATUS_APPROXIMATE, rule
+from onnxroof.core.registry import family_rule
+from onnxroof.core.states import RuleStatus
 from onnxroof.rules._common import (
     inputs_bytes,
     nbytes,
@@ -19,6 +20,8 @@ from onnxroof.rules._common import (
     shape_of,
     streaming,
 )
+
+rule = family_rule("indexing")
 
 IOU_FLOPS = 13
 """FLOPs of one IoU test between two corner boxes whose areas are known: 2 max + 2 min for the
@@ -100,7 +103,7 @@ def one_hot(op: OpView) -> Cost:
     return Cost(bytes_read=required_input(op, 0).nbytes, bytes_written=outputs_bytes(op))
 
 
-@rule("Unique", status=STATUS_APPROXIMATE)
+@rule("Unique", status=RuleStatus.APPROXIMATE)
 def unique(op: OpView) -> Cost:
     """Sorted unique elements (or slices along ``axis``) of ``X``, with indices and counts.
 
@@ -121,7 +124,7 @@ def unique(op: OpView) -> Cost:
     )
 
 
-@rule("NonMaxSuppression", status=STATUS_APPROXIMATE, config_inputs=(2, 3, 4))
+@rule("NonMaxSuppression", status=RuleStatus.APPROXIMATE, config_inputs=(2, 3, 4))
 def non_max_suppression(op: OpView) -> Cost:
     """Greedy per-class NMS: boxes [B, N, 4], scores [B, C, N] -> selected [num_selected, 3] int64.
 

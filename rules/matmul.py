@@ -11,18 +11,24 @@ import string
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.gemm import gemm_shape
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
+
+rule = family_rule("matmul")
 
 
 def matmul_macs(op: OpView) -> int:
-    """MACs of a numpy-style matrix product of input 0 ``A[..., M, K]``: numel(Y) · K.
+    """MACs of a numpy-style matrix product of input 0 ``A[..., M, K]``: numel(Y) · K (K from
+    :func:`onnxroof.core.gemm.gemm_shape`).
 
     Shared by MatMul and the quantized products (MatMulInteger, QLinearMatMul...) of
     :mod:`onnxroof.rules.quantized`.
     """
-    return required_output(op).numel * shape_of(required_input(op, 0))[-1]
+    out = required_output(op).numel
+    shape_of(required_input(op, 0))  # raises ShapeUnknown naming A when it has no static shape
+    return out * gemm_shape(op).k
 
 
 def gemm_mnk(op: OpView) -> tuple[int, int, int]:
@@ -30,9 +36,10 @@ def gemm_mnk(op: OpView) -> tuple[int, int, int]:
 
     Shared by Gemm and com.microsoft::QGemm.
     """
-    a = shape_of(required_input(op, 0))
-    m, k = (a[1], a[0]) if op.attrs.get("transA", 0) else (a[0], a[1])
-    return m, shape_of(required_output(op))[-1], k
+    shape_of(required_input(op, 0))  # raise ShapeUnknown naming the first tensor without a static shape
+    shape_of(required_output(op))
+    shape = gemm_shape(op)
+    return shape.m, shape.n, shape.k
 
 
 @rule("MatMul")

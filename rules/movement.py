@@ -10,13 +10,16 @@ import math
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ModelError
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import KIND_LAYOUT, KIND_METADATA, KIND_VIEW, rule
+from onnxroof.core.registry import family_rule
+from onnxroof.core.states import RuleKind
 from onnxroof.rules._common import outputs_bytes, required_input, required_output, shape_of, streaming
 
+rule = family_rule("movement")
 
-@rule("Reshape", "Squeeze", "Unsqueeze", kind=KIND_VIEW, config_inputs=(1,))
-@rule("Flatten", "Identity", kind=KIND_VIEW)
-@rule("Dropout", kind=KIND_VIEW, config_inputs=(1, 2))
+
+@rule("Reshape", "Squeeze", "Unsqueeze", kind=RuleKind.VIEW, config_inputs=(1,))
+@rule("Flatten", "Identity", kind=RuleKind.VIEW)
+@rule("Dropout", kind=RuleKind.VIEW, config_inputs=(1, 2))
 def view(op: OpView) -> Cost:
     """An alias of its input: same elements, same order, a new shape.
 
@@ -29,7 +32,7 @@ def view(op: OpView) -> Cost:
     return Cost.zero()
 
 
-@rule("Shape", "Size", kind=KIND_METADATA, config_inputs=(0,))
+@rule("Shape", "Size", kind=RuleKind.METADATA, config_inputs=(0,))
 def metadata(op: OpView) -> Cost:
     """A value computed from the input's shape alone.
 
@@ -41,7 +44,7 @@ def metadata(op: OpView) -> Cost:
     return Cost.zero()
 
 
-@rule("Transpose", "Concat", "DepthToSpace", "SpaceToDepth", "ReverseSequence", kind=KIND_LAYOUT)
+@rule("Transpose", "Concat", "DepthToSpace", "SpaceToDepth", "ReverseSequence", kind=RuleKind.LAYOUT)
 def copy(op: OpView) -> Cost:
     """A copy that reorders or joins elements without arithmetic.
 
@@ -53,7 +56,7 @@ def copy(op: OpView) -> Cost:
     return streaming(op, 0)
 
 
-@rule("Split", "Expand", "Tile", "Trilu", kind=KIND_LAYOUT, config_inputs=(1,))
+@rule("Split", "Expand", "Tile", "Trilu", kind=RuleKind.LAYOUT, config_inputs=(1,))
 def copy_configured(op: OpView) -> Cost:
     """A copy configured by its second input (Split.split, Expand.shape, Tile.repeats, Trilu.k).
 
@@ -65,7 +68,7 @@ def copy_configured(op: OpView) -> Cost:
     return streaming(op, 0, skip=(1,))
 
 
-@rule("Slice", kind=KIND_LAYOUT, config_inputs=(1, 2, 3, 4))
+@rule("Slice", kind=RuleKind.LAYOUT, config_inputs=(1, 2, 3, 4))
 def slice_(op: OpView) -> Cost:
     """A copy of a (possibly strided) region of the input.
 
@@ -78,8 +81,8 @@ def slice_(op: OpView) -> Cost:
     return Cost(bytes_read=out, bytes_written=out)
 
 
-@rule("Pad", kind=KIND_LAYOUT, config_inputs=(1, 2, 3))
-@rule("CenterCropPad", kind=KIND_LAYOUT, config_inputs=(1,))
+@rule("Pad", kind=RuleKind.LAYOUT, config_inputs=(1, 2, 3))
+@rule("CenterCropPad", kind=RuleKind.LAYOUT, config_inputs=(1,))
 def pad(op: OpView) -> Cost:
     """A copy of the input into a larger (or, with negative pads / a crop, smaller) output.
 

@@ -15,8 +15,10 @@ import math
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import normalize_axis, required_input, shape_of, streaming
+
+rule = family_rule("normalization")
 
 MS = "com.microsoft"
 

@@ -14,8 +14,10 @@ import math
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import out_numel, required_input, streaming
+
+rule = family_rule("pooling")
 
 _L2 = 2  # LpPool's p for which |x|^p is a single square x·x
 

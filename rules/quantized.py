@@ -25,10 +25,12 @@ from __future__ import annotations
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import inputs_bytes, out_numel, outputs_bytes, required_input, streaming
 from onnxroof.rules.conv import conv_macs
 from onnxroof.rules.matmul import gemm_mnk, matmul_macs
+
+rule = family_rule("quantized")
 
 MS = "com.microsoft"
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import rule
+from onnxroof.core.registry import family_rule
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, shape_of
+
+rule = family_rule("recurrent")
 
 SIGMOID_FLOPS = 4  # 1 / (1 + exp(-x)): neg, exp, add, div
 TANH_FLOPS = 1

@@ -15,7 +15,8 @@ import math
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import STATUS_APPROXIMATE, rule
+from onnxroof.core.registry import family_rule
+from onnxroof.core.states import RuleStatus
 from onnxroof.rules._common import (
     normalize_axis,
     out_numel,
@@ -24,6 +25,8 @@ from onnxroof.rules._common import (
     shape_of,
     streaming,
 )
+
+rule = family_rule("reduction")
 
 _AXES = 1  # Reduce*'s ``axes`` input (ReduceSum from opset 13, the others from 18); absent before
 
@@ -83,7 +86,7 @@ def arg_extreme(op: OpView) -> Cost:
     return streaming(op, required_input(op, 0).numel)
 
 
-@rule("TopK", status=STATUS_APPROXIMATE, config_inputs=(1,))
+@rule("TopK", status=RuleStatus.APPROXIMATE, config_inputs=(1,))
 def top_k(op: OpView) -> Cost:
     """ai.onnx::TopK: the K largest (or smallest) elements along ``axis``, with their indices.
 

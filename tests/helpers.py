@@ -13,8 +13,9 @@ from onnx import helper
 import onnxroof.rules  # noqa: F401  (registers every rule family)
 from onnxroof.core.cost import Cost
 from onnxroof.core.dtypes import itemsize_of
-from onnxroof.core.ir import ROLE_ACTIVATION, ROLE_WEIGHT, OpView, TensorInfo, node_attributes
+from onnxroof.core.ir import OpView, TensorInfo, node_attributes
 from onnxroof.core.registry import evaluate, lookup
+from onnxroof.core.states import Role
 
 TensorSpec = tuple[Sequence[int] | None, str] | tuple[Sequence[int] | None, str, str] | None
 
@@ -54,8 +55,8 @@ def make_op(
         op_type=op_type,
         domain=domain,
         opset=opset,
-        inputs=tuple(tensor(f"in{i}", s, ROLE_ACTIVATION) for i, s in enumerate(inputs)),
-        outputs=tuple(tensor(f"out{i}", s, ROLE_ACTIVATION) for i, s in enumerate(outputs)),
+        inputs=tuple(tensor(f"in{i}", s, Role.ACTIVATION) for i, s in enumerate(inputs)),
+        outputs=tuple(tensor(f"out{i}", s, Role.ACTIVATION) for i, s in enumerate(outputs)),
         attrs=MappingProxyType(node_attributes(node, opset)),
     )
 
@@ -67,7 +68,7 @@ def cost_of(op: OpView) -> Cost:
     return evaluate(op, entry)
 
 
-W = ROLE_WEIGHT
+W = Role.WEIGHT
 
 
 def parse_model(text: str) -> onnx.ModelProto:

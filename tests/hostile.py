@@ -109,7 +109,7 @@ def fuse_first_kernels(analysis, count: int = 2, pattern: str = "test_fused"):
     merged = dataclasses.replace(
         first,
         id="kfused",
-        pattern=pattern,
+        patterns=tuple(pattern.split("+")),
         node_ids=tuple(n for k in parts for n in k.node_ids),
         op_types=tuple(o for k in parts for o in k.op_types),
         **summed,

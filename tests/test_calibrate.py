@@ -206,11 +206,11 @@ def test_op_classes() -> None:
 
 
 def test_kernel_classes_follow_what_the_runtime_runs() -> None:
-    assert kernel_op_class(("Add", "LayerNormalization"), "skip_layernorm") == "normalization"
-    assert kernel_op_class(("Div", "Erf", "Add", "Mul", "Mul"), "ort_gelu") == "activation"
-    assert kernel_op_class(("Conv", "BatchNormalization", "Relu"), "conv_bn+ort_conv_activation") == "conv"
-    assert kernel_op_class(("MatMul", "Add"), "matmul_add") == "matmul"
-    assert kernel_op_class(("MatMul", "Div"), "matmul_scale") == "matmul"
+    assert kernel_op_class(("Add", "LayerNormalization"), ("skip_layernorm",)) == "normalization"
+    assert kernel_op_class(("Div", "Erf", "Add", "Mul", "Mul"), ("ort_gelu",)) == "activation"
+    assert kernel_op_class(("Conv", "BatchNormalization", "Relu"), ("conv_bn", "ort_conv_activation")) == "conv"
+    assert kernel_op_class(("MatMul", "Add"), ("matmul_add",)) == "matmul"
+    assert kernel_op_class(("MatMul", "Div"), ("matmul_scale",)) == "matmul"
     assert kernel_op_class(("Softmax",)) == "softmax"
-    assert kernel_op_class(("Add", "Mul"), "pointwise") == "elementwise"
-    assert kernel_op_class(("Add", "Tanh"), "pointwise") == "activation"
+    assert kernel_op_class(("Add", "Mul"), ("pointwise",)) == "elementwise"
+    assert kernel_op_class(("Add", "Tanh"), ("pointwise",)) == "activation"

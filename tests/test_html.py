@@ -27,9 +27,9 @@ from typer.testing import CliRunner
 from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.document import to_dict
 from onnxroof.cli import app
+from onnxroof.core.states import Bound
 from onnxroof.measure.overlay import measured_overlay, with_measured
 from onnxroof.report.html import BOUND_COLOURS, explain, render_html
-from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
 from onnxroof.roofline.kernels import KernelResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +218,7 @@ def test_findings_section_lists_every_finding(transformer) -> None:
 def _kernel(**changes) -> KernelResult:
     base = dict(
         id="k0",
-        pattern="single",
+        patterns=(),
         node_ids=("0:a",),
         op_types=("Add",),
         folded_nodes=(),
@@ -237,7 +237,7 @@ def _kernel(**changes) -> KernelResult:
         t_memory_s=7.3e-5,
         t_overhead_s=1e-5,
         latency_s=8.3e-5,
-        bound=BOUND_MEMORY,
+        bound=Bound.MEMORY,
         ideal_bytes=0.0,
         ideal_latency_s=1e-5,
         utilization=1.0,
@@ -252,7 +252,7 @@ def _kernel(**changes) -> KernelResult:
 
 def test_each_bottleneck_gets_a_plain_sentence() -> None:
     assert explain(_kernel()) == "memory-bound at 0.23 FLOP/B, ridge 83: its time is set by the 10 MB it moves"
-    compute = explain(_kernel(bound=BOUND_COMPUTE, intensity=120.0, flops=11.5e9, t_compute_s=1e-3))
+    compute = explain(_kernel(bound=Bound.COMPUTE, intensity=120.0, flops=11.5e9, t_compute_s=1e-3))
     assert compute.startswith("compute-bound at 120 FLOP/B, above the ridge 83: its time is set by its 11.5 GFLOP")
     assert "fp16 peak of 11.3 TFLOP/s" in compute
     assert explain(_kernel(flops=0.0, layout=True)).startswith("a layout copy, no arithmetic")

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.core.errors import DimsError, ModelError, OnnxroofError
-from onnxroof.costing.node import STATE_COSTED, STATE_UNKNOWN_SHAPE
+from onnxroof.core.states import NodeState
 from onnxroof.load.reader import load_model, parse_dim_bindings, symbolic_dims
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -111,7 +111,7 @@ def test_missing_external_weight_file_still_analyzes(tmp_path: Path, opened: lis
     analysis = analyze(path)
 
     (node,) = analysis.nodes
-    assert node.state == STATE_COSTED
+    assert node.state == NodeState.COSTED
     assert node.macs == 1024 * 1024
     assert analysis.totals.params == 1024 * 1024  # counted from the TensorProto's dims
     assert analysis.totals.weight_bytes == 1024 * 1024 * 4
@@ -214,8 +214,8 @@ def test_external_tensors_beyond_initializers_are_never_required(
 
 def test_bound_transformer_has_static_shapes_everywhere() -> None:
     analysis = analyze(TRANSFORMER, dims={"batch": 2, "seq": 16})
-    assert not [n.id for n in analysis.nodes if n.state == STATE_UNKNOWN_SHAPE]
-    assert analysis.totals.states[STATE_UNKNOWN_SHAPE] == 0
+    assert not [n.id for n in analysis.nodes if n.state == NodeState.UNKNOWN_SHAPE]
+    assert analysis.totals.states[NodeState.UNKNOWN_SHAPE] == 0
     for node in analysis.nodes:
         for shape in node.output_shapes:
             assert shape is not None and None not in shape, f"{node.id}: output shape {shape}"
@@ -353,7 +353,7 @@ AddRelu (a, c) => (out) {
 
 def _assert_function_inlined(nodes: list[dict]) -> None:
     states = {n["op_type"]: n["state"] for n in nodes}
-    assert states == {"Add": STATE_COSTED, "Relu": STATE_COSTED}, states
+    assert states == {"Add": NodeState.COSTED, "Relu": NodeState.COSTED}, states
     assert {n["op_type"]: n["flops"] for n in nodes} == {"Add": 16, "Relu": 16}
 
 
@@ -406,7 +406,7 @@ def test_control_flow_node_is_listed_not_crashing(text: str, op_type: str) -> No
     analysis = analyze(parse_model(text))
     (node,) = [n for n in analysis.nodes if n.op_type == op_type]
     listed = any(node.id in ids for ids in analysis.unsupported.values())
-    assert listed or node.state == STATE_COSTED, (node.state, dict(analysis.unsupported))
+    assert listed or node.state == NodeState.COSTED, (node.state, dict(analysis.unsupported))
     assert node.id in analysis.model.subgraph_nodes
 
 
@@ -445,5 +445,5 @@ def test_transformer_matmul_macs_follow_the_architecture(batch: int, seq: int) -
     analysis = analyze(TRANSFORMER, dims={"batch": batch, "seq": seq})
     matmuls = [n for n in analysis.nodes if n.op_type == "MatMul"]
     assert len(matmuls) == LAYERS * 8  # 4 attention projections, 2 attention products, 2 FFN
-    assert all(n.state == STATE_COSTED for n in matmuls)
+    assert all(n.state == NodeState.COSTED for n in matmuls)
     assert sum(n.macs for n in matmuls) == transformer_matmul_macs(batch, seq)

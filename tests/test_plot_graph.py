@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.cli import app
-from onnxroof.costing.node import STATE_COSTED
+from onnxroof.core.states import NodeState
 from onnxroof.report import graph
 from onnxroof.report.graph import annotated_model, netron_attachment, render_dot, render_netron
 from onnxroof.report.plot import render_plot
@@ -155,7 +155,7 @@ def test_annotated_onnx_passes_the_checker_and_keeps_weights(tmp_path: Path) -> 
             "onnxroof.summary",
         } <= set(props)
         assert float(props["onnxroof.flops"]) == result_node.flops
-        if result_node.state == STATE_COSTED:
+        if result_node.state == NodeState.COSTED:
             assert props["onnxroof.kernel"] == analysis.kernel_of(result_node.id).id
     model_props = {p.key: p.value for p in annotated.metadata_props}
     assert model_props["onnxroof.platform"] == "xavier"

@@ -124,7 +124,7 @@ def test_every_conv_runs_as_an_int8_qdq_kernel(cnn, fusion) -> None:
     for kernel in convs:
         assert "qdq_conv" in patterns(kernel) and kernel.precision == "int8"
         assert {"Conv", "QuantizeLinear"} <= set(kernel.op_types)
-        assert kernel_op_class(kernel.op_types, kernel.pattern) == "conv"  # runs as QLinearConv
+        assert kernel_op_class(kernel.op_types, kernel.patterns) == "conv"  # runs as QLinearConv
     gemm = qdq_kernels(analysis, "Gemm")
     assert [k.precision for k in gemm] == ["int8"] and "qdq_gemm" in patterns(gemm[0])
     assert {k.precision for k in analysis.kernels if QDQ_PATTERNS.isdisjoint(patterns(k))} == {"fp32"}
@@ -210,7 +210,7 @@ def test_transformer_matmuls_run_as_int8_qdq_kernels(transformer) -> None:
     matmuls = qdq_kernels(analysis, "MatMul")
     assert len(matmuls) == 16  # the 12 projections and the 4 attention products (both operands dequantized)
     assert all("qdq_matmul" in patterns(k) and k.precision == "int8" for k in matmuls)
-    assert {kernel_op_class(k.op_types, k.pattern) for k in matmuls} == {"matmul"}  # runs as QLinearMatMul
+    assert {kernel_op_class(k.op_types, k.patterns) for k in matmuls} == {"matmul"}  # runs as QLinearMatMul
     original = analyze(float_model, TRANSFORMER_DIMS)
     assert analysis.totals.weight_bytes < 0.3 * original.totals.weight_bytes
     assert 0 < analysis.totals.params - original.totals.params <= stored_weights(qdq)[2]

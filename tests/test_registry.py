@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import onnxroof.rules  # noqa: F401  (registers every rule family)
-from onnxroof.core.registry import KINDS, DuplicateRuleError, all_rules, lookup, rule
+from onnxroof.core.registry import DuplicateRuleError, all_rules, lookup, rule
+from onnxroof.core.states import RuleKind
 
 # The op types the core issue requires (light models, torchvision CNNs, HF transformers, YOLO detectors).
 REQUIRED = (
@@ -128,7 +129,7 @@ def test_required_op_has_a_rule(op_type: str) -> None:
 
 def test_every_rule_is_documented() -> None:
     for entry in all_rules():
-        assert entry.kind in KINDS
+        assert entry.kind in tuple(RuleKind)
         assert "Formula:" in entry.doc or entry.kind in ("view", "metadata"), entry.op_type
         assert "Bytes:" in entry.doc or entry.kind in ("view", "metadata"), entry.op_type
 
@@ -140,3 +141,10 @@ def test_duplicate_registration_raises() -> None:
 
 def test_ai_onnx_domain_is_the_default_domain() -> None:
     assert lookup("ai.onnx", "Relu") is lookup("", "Relu")
+
+
+def test_every_bundled_rule_declares_its_family() -> None:
+    """The family is declared at registration (``family_rule``), not derived from the module's name."""
+    for entry in all_rules():
+        if entry.fn.__module__.startswith("onnxroof.rules."):
+            assert entry.family == entry.fn.__module__.rsplit(".", 1)[-1], (entry.op_type, entry.family)

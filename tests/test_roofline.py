@@ -10,15 +10,9 @@ from hypothesis import strategies as st
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import PlatformError
+from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import load_platform
-from onnxroof.roofline.classify import (
-    BOUND_COMPUTE,
-    BOUND_MEMORY,
-    BOUND_NONE,
-    classify,
-    precision_of,
-    resolve_precision,
-)
+from onnxroof.roofline.classify import classify, precision_of, resolve_precision
 
 XAVIER = load_platform("xavier")
 
@@ -33,18 +27,18 @@ def test_classify_formulas(flops: float, moved: float, precision: str) -> None:
     assert point.latency == pytest.approx(max(flops / peak, moved / bandwidth) + XAVIER.launch_overhead_s)
     assert point.attainable_flops == pytest.approx(min(peak, flops / moved * bandwidth))
     assert point.ridge == pytest.approx(peak / bandwidth)
-    expected = BOUND_COMPUTE if flops > 0 and flops / moved >= peak / bandwidth else BOUND_MEMORY
+    expected = Bound.COMPUTE if flops > 0 and flops / moved >= peak / bandwidth else Bound.MEMORY
     assert point.bound == expected
 
 
 def test_nodes_that_do_not_run_take_no_time() -> None:
     point = classify(Cost(flops=10.0, bytes_read=4.0), XAVIER, "fp32", runs=False)
-    assert point.latency == 0 and point.bound == BOUND_NONE
+    assert point.latency == 0 and point.bound == Bound.NONE
 
 
 def test_zero_byte_flops_are_compute_bound_with_infinite_intensity() -> None:
     point = classify(Cost(flops=1e6), XAVIER, "fp32")
-    assert math.isinf(point.intensity) and point.bound == BOUND_COMPUTE
+    assert math.isinf(point.intensity) and point.bound == Bound.COMPUTE
 
 
 def test_launch_overhead_scales_with_launches() -> None:

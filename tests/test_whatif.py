@@ -18,13 +18,14 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 import onnxroof
-from onnxroof.analysis.whatif import WhatIfError, compressed_itemsize, load_layer_densities
+from onnxroof.analysis.whatif import Densities, WhatIf, WhatIfError, compressed_itemsize, load_layer_densities
 from onnxroof.cli import app
 from onnxroof.core.errors import PlatformError
+from onnxroof.core.gemm import GemmShape
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import PEArray
 from onnxroof.roofline.energy import energy_ridge, floorline
-from onnxroof.roofline.pe_array import GemmShape, utilization
+from onnxroof.roofline.pe_array import utilization
 
 PJ = 1e-12
 
@@ -170,6 +171,19 @@ def test_unstructured_hardware_skips_every_zero_pair(tmp_path: Path) -> None:
     assert kernel.bytes == 4 * (m * k + k * n + m * n)  # skip_compute alone moves the same bytes
 
 
+def test_one_whatif_object_equals_the_keywords(tmp_path: Path) -> None:
+    model = gemm_model(tmp_path / "g.onnx", 32, 64, 16)
+    knobs = WhatIf(precision="fp16", densities=Densities(weight=0.25, input=0.5), compress_mem=True)
+    given_once = onnxroof.analyze(model, "h100", whatif=knobs)
+    keywords = onnxroof.analyze(
+        model, "h100", precision="fp16", densities={"weight": 0.25, "input": 0.5}, compress_mem=True
+    )
+    assert given_once.whatif == keywords.whatif == knobs
+    assert given_once.totals == keywords.totals
+    with pytest.raises(TypeError, match="not both"):
+        onnxroof.analyze(model, "h100", whatif=knobs, compress_mem=True)
+
+
 def test_compress_mem_stores_nonzeros_plus_a_bitmap(tmp_path: Path) -> None:
     m, k, n = 32, 64, 16
     model = gemm_model(tmp_path / "g.onnx", m, k, n)
@@ -286,18 +300,18 @@ def test_a_depthwise_convolution_uses_one_column_of_the_array(tmp_path: Path) ->
 
 def test_array_instances_lose_the_last_wave() -> None:
     array = PEArray(128, 128, 4, 1e9)
-    assert utilization(GemmShape(1, 1, 128, 128), array) == pytest.approx(1 / 4)  # one row, four arrays
-    assert utilization(GemmShape(1, 6, 128, 128), array) == pytest.approx(6 / 8)
-    assert utilization(GemmShape(1, 8, 128, 128), array) == 1.0
+    assert utilization(GemmShape(groups=1, m=1, k=128, n=128), array) == pytest.approx(1 / 4)  # one row, four arrays
+    assert utilization(GemmShape(groups=1, m=6, k=128, n=128), array) == pytest.approx(6 / 8)
+    assert utilization(GemmShape(groups=1, m=8, k=128, n=128), array) == 1.0
     assert array.peak_flops == 2 * 128 * 128 * 4 * 1e9
 
 
 @given(st.integers(1, 64), st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 8))
 def test_utilization_is_a_share_and_exact_when_dims_divide(batch: int, m: int, k: int, n: int, instances: int) -> None:
     array = PEArray(32, 16, instances, 1e9)
-    share = utilization(GemmShape(batch, m, k, n), array)
+    share = utilization(GemmShape(groups=batch, m=m, k=k, n=n), array)
     assert 0 < share <= 1
-    fitted = utilization(GemmShape(batch, m * instances, 32 * k, 16 * n), array)
+    fitted = utilization(GemmShape(groups=batch, m=m * instances, k=32 * k, n=16 * n), array)
     assert fitted == pytest.approx(1.0)
 
 

@@ -8,6 +8,7 @@ only in renderers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 from collections import Counter
@@ -23,7 +24,6 @@ from onnxroof.analysis.grouping import array_utilization, build_kernels, channel
 from onnxroof.analysis.liveness import peak_activation_memory
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import (
-    Densities,
     WhatIf,
     compute_density,
     make_restate,
@@ -33,10 +33,11 @@ from onnxroof.analysis.whatif import (
     whatif_warnings,
 )
 from onnxroof.core.errors import StrictError
-from onnxroof.core.ir import ModelIR, OpView, build_ir
-from onnxroof.core.registry import KIND_VIEW, lookup
+from onnxroof.core.index import GraphIndex, graph_index
+from onnxroof.core.ir import ModelIR, build_ir
+from onnxroof.core.states import NodeState, RuleKind
 from onnxroof.costing.control_flow import NodeCost
-from onnxroof.costing.node import STATE_COSTED, STATE_UNKNOWN_SHAPE, STATE_UNSUPPORTED, STATES, cost_node
+from onnxroof.costing.node import cost_node
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.fusion.fuse import Miss
 from onnxroof.load.reader import load_model
@@ -58,8 +59,8 @@ class NodeResult(Placement):
     name: str
     op_type: str
     domain: str
-    state: str
-    kind: str  # compute | layout | view | metadata | "" (no rule)
+    state: NodeState
+    kind: RuleKind | str  # compute | layout | view | metadata | "" (no rule)
     dtype: str
     precision: str
     input_shapes: tuple[list[int | None] | None, ...]
@@ -67,6 +68,8 @@ class NodeResult(Placement):
     note: str = ""
     compute_density: float = 1.0
     """Share of the node's dense FLOPs counted under ``skip_compute`` (1: all; see :mod:`onnxroof.analysis.whatif`)."""
+    missing_tensor: str | None = None
+    """The tensor without a static shape that kept the node from being costed (state ``unknown_shape``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data (shapes as lists)."""
@@ -109,12 +112,17 @@ class Analysis:
     whatif: WhatIf = field(default_factory=WhatIf)
     """The what-if knobs the model was costed with (precision, densities, compress_mem, skip_compute)."""
 
+    index: GraphIndex | None = field(compare=False, repr=False, default=None)
+    """The IR's graph index (producers, consumers, view roots), None when there is no graph."""
+
+    @functools.cached_property
+    def kernel_by_node(self) -> Mapping[str, KernelResult]:
+        """Node id -> the kernel it runs in (nodes that do not run are absent), built once."""
+        return MappingProxyType({node: kernel for kernel in self.kernels for node in kernel.node_ids})
+
     def kernel_of(self, node_id: str) -> KernelResult | None:
         """The kernel a node runs in (None for nodes that do not run)."""
-        for kernel in self.kernels:
-            if node_id in kernel.node_ids:
-                return kernel
-        return None
+        return self.kernel_by_node.get(node_id)
 
     def top_kernels(self, count: int) -> tuple[KernelResult, ...]:
         ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
@@ -142,6 +150,7 @@ def analyze(
     strict: bool = False,
     fusion: str | None = None,
     *,
+    whatif: WhatIf | None = None,
     densities: Mapping[str, float] | None = None,
     layer_densities: Mapping[str, Mapping[str, float]] | None = None,
     compress_mem: bool = False,
@@ -152,17 +161,16 @@ def analyze(
     ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` re-costs the model as if run in that
     precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element size, every node
     its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no static shape;
-    ``fusion`` names the fusion profile (default: the platform's). ``densities`` (``{"weight": 0.5}``, kinds
-    weight/input/output) and ``layer_densities`` (node name or id -> densities) with ``compress_mem`` and
-    ``skip_compute`` are FRAME's sparsity knobs (:mod:`onnxroof.analysis.whatif`).
+    ``fusion`` names the fusion profile (default: the platform's). ``whatif`` gives the what-if knobs as one
+    :class:`~onnxroof.analysis.whatif.WhatIf` (precision, densities, per-layer densities, compress_mem,
+    skip_compute: FRAME's sparsity knobs, :mod:`onnxroof.analysis.whatif`); the same knobs may instead be given
+    as keywords (``precision``, ``densities={"weight": 0.5}`` with kinds weight/input/output,
+    ``layer_densities`` node name or id -> densities, ``compress_mem``, ``skip_compute``), not both.
     """
-    plan = WhatIf(
-        precision=precision,
-        densities=Densities(**(densities or {})),
-        layers=MappingProxyType({k: Densities(**v) for k, v in (layer_densities or {}).items()}),
-        compress_mem=compress_mem,
-        skip_compute=skip_compute,
-    )
+    legacy = WhatIf.of(precision, densities, layer_densities, compress_mem, skip_compute)
+    if whatif is not None and legacy != WhatIf():
+        raise TypeError("analyze(): give the what-if knobs either as whatif=WhatIf(...) or as keywords, not both")
+    plan = whatif if whatif is not None else legacy
     with _gc_paused():
         return _analyze(model, platform, dims, plan, strict, fusion)
 
@@ -210,7 +218,7 @@ def _analyze(
         if used != wanted:
             fallbacks[(wanted, used)] += 1
         density = 1.0
-        if plan.skip_compute and node_cost.state == STATE_COSTED and node_cost.cost.macs > 0:
+        if plan.skip_compute and node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0:
             density = compute_density(
                 target.sparsity, used in target.sparse_peak_flops, *operand_densities(op.inputs, density_map)
             )
@@ -222,7 +230,7 @@ def _analyze(
             cost,
             target,
             used,
-            runs=state == STATE_COSTED,
+            runs=state == NodeState.COSTED,
             launches=node_cost.launches,
             op_class=op_class(op.op_type, op.domain, op.attrs, channels_of(op)),
             utilization=array_utilization(target, (op,)),
@@ -242,6 +250,7 @@ def _analyze(
                 **placed_fields(cost, point),
                 note=note,
                 compute_density=density,
+                missing_tensor=node_cost.missing_tensor,
             )
         )
     for (wanted, used), count in sorted(fallbacks.items()):
@@ -250,7 +259,7 @@ def _analyze(
 
     unsupported: dict[str, list[str]] = {}
     for op, result, node_cost in zip(ir.ops, results, node_costs, strict=True):
-        if result.state == STATE_UNSUPPORTED:
+        if result.state == NodeState.UNSUPPORTED:
             unsupported.setdefault(_op_key(op), []).append(op.id)
         for inner in node_cost.unsupported:  # ops without a rule inside If/Loop/Scan bodies
             unsupported.setdefault(inner, []).append(op.id)
@@ -259,13 +268,13 @@ def _analyze(
 
     profile = fusion or target.fusion_profile
     weights = _distinct_weights(node_costs)
-    peak = peak_activation_memory(ir, _is_view)
+    peak = peak_activation_memory(ir)
     cold = cold_weight_bytes(
         target, sum(b for _, b in weights.values()), sum(n for n, _ in weights.values()), peak.bytes
     )
     kernels, misses = build_kernels(ir, results, node_costs, profile, target, cold)
-    running = [r for r in results if r.state == STATE_COSTED]
-    states = {state: sum(1 for r in results if r.state == state) for state in STATES}
+    running = [r for r in results if r.state == NodeState.COSTED]
+    states = {state: sum(1 for r in results if r.state == state) for state in NodeState}
     totals = build_totals(results, running, states, weights, peak, kernels, target)
     summary = _model_summary(loaded, ir)
     return Analysis(
@@ -282,15 +291,16 @@ def _analyze(
         fusion_misses=misses,
         graph=ir.graph,
         whatif=plan,
+        index=graph_index(ir),
     )
 
 
 def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
-    producer = {t.name: op.id for op in ir.ops for t in op.outputs if t is not None}
+    producer = graph_index(ir).producer
     warnings = []
     for result in results:
-        if result.state == STATE_UNKNOWN_SHAPE:
-            tensor = result.note.split("'")[1] if "'" in result.note else "?"
+        if result.state == NodeState.UNKNOWN_SHAPE:
+            tensor = result.missing_tensor or "?"
             origin = producer.get(tensor)
             made_by = f" (produced by node {origin})" if origin else ""
             warnings.append(
@@ -301,7 +311,7 @@ def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
 
 def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, list[str]]) -> None:
     parts = [f"{op} ×{len(ids)}" for op, ids in sorted(unsupported.items())]
-    unknown = [r.id for r in results if r.state == STATE_UNKNOWN_SHAPE]
+    unknown = [r.id for r in results if r.state == NodeState.UNKNOWN_SHAPE]
     if unknown:
         parts.append(f"{len(unknown)} node(s) without static shapes (first: {unknown[0]})")
     if parts:
@@ -314,11 +324,6 @@ def _distinct_weights(node_costs: list[NodeCost]) -> dict[str, tuple[float, floa
     for node_cost in node_costs:
         weights.update(node_cost.weights)
     return weights
-
-
-def _is_view(op: OpView) -> bool:
-    entry = lookup(op.domain, op.op_type)
-    return entry is not None and entry.kind == KIND_VIEW
 
 
 def _model_summary(loaded, ir: ModelIR) -> ModelSummary:

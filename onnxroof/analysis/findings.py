@@ -36,7 +36,7 @@ the model itself (which node feeds a BatchNorm).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from onnxroof.analysis.catalog import (
@@ -55,6 +55,8 @@ from onnxroof.analysis.catalog import (
     Finding,
     Rule,
 )
+from onnxroof.core.gemm import gemm_shape
+from onnxroof.core.states import Bound, NodeState, RuleKind
 from onnxroof.core.units import percent, seconds, si
 
 if TYPE_CHECKING:
@@ -87,7 +89,8 @@ class _Context:
         self.platform = analysis.platform
         self.total = analysis.totals.latency_s
         self.nodes: dict[str, NodeResult] = {n.id: n for n in analysis.nodes}
-        self.kernel_of: dict[str, KernelResult] = {nid: k for k in analysis.kernels for nid in k.node_ids}
+        self.kernel_of: Mapping[str, KernelResult] = analysis.kernel_by_node
+        self.index = analysis.index
         self.graph = analysis.graph
         self.graph_outputs = frozenset(name for name, _, _ in analysis.model.outputs)
 
@@ -102,14 +105,15 @@ class _Context:
 
     def producer(self, node_id: str, tensor: str) -> str | None:
         """The id of the node producing ``tensor`` for ``node_id``; None for graph inputs and weights."""
-        for src in self.graph.predecessors(node_id):
-            if tensor in self.graph.edges[src, node_id].get("tensors", ()):
-                return src
-        return None
+        if self.index is None:
+            return None
+        src = self.index.producer.get(tensor)
+        return src if src is not None and node_id in self.index.consumers.get(tensor, ()) else None
 
     def readers(self, node_id: str, tensor: str) -> int:
         """How many nodes read ``tensor`` (produced by ``node_id``), plus one if it is a graph output."""
-        count = sum(1 for dst in self.graph.successors(node_id) if tensor in self.graph.edges[node_id, dst]["tensors"])
+        produced = self.index is not None and self.index.producer.get(tensor) == node_id
+        count = len(self.index.consumers.get(tensor, ())) if produced else 0
         return count + (tensor in self.graph_outputs)
 
     def label(self, node_id: str) -> str:
@@ -130,7 +134,7 @@ def _bn_not_folded(ctx: _Context) -> Iterable[Finding]:
                 if ctx.nodes.get(nid) is not None and ctx.nodes[nid].op_type == "BatchNormalization":
                     misses.setdefault(nid, miss.reason)
     for node in ctx.analysis.nodes:
-        if node.op_type != "BatchNormalization" or node.state != "costed":
+        if node.op_type != "BatchNormalization" or node.state != NodeState.COSTED:
             continue
         kernel = ctx.kernel_of.get(node.id)
         if kernel is not None and node.id in kernel.folded_nodes:
@@ -185,27 +189,18 @@ def has_tensor_cores(platform) -> bool:
 
 
 def _gemm_dims(node: NodeResult, op) -> tuple[int | None, int | None, int] | None:
-    """(reduction dim per group, output dim per group, groups) of a MAC op, or None when not applicable."""
-    shapes = node.input_shapes
-    if len(shapes) < 2 or shapes[0] is None or shapes[1] is None:
+    """(reduction channels per group, output channels per group, groups) of a MAC op (the channel dims of
+    :func:`onnxroof.core.gemm.gemm_shape`), or None when not applicable."""
+    if op is None or node.op_type not in _MAC_OPS:
         return None
-    x, w = shapes[0], shapes[1]
-    if node.op_type == "Conv" and len(w) >= 2 and len(x) >= 2:
-        if w[1] is None or x[1] is None or not w[1]:
-            return None
-        groups = max(1, x[1] // w[1])
-        return w[1], (w[0] // groups if w[0] is not None else None), groups
-    if node.op_type == "ConvTranspose" and len(w) >= 2:
-        groups = int(op.attrs.get("group", 1)) if op is not None else 1
-        return (w[0] // groups if w[0] is not None else None), w[1], groups
-    if op is None or op.input(1) is None or not op.input(1).is_constant or len(w) < 2:
+    shape = gemm_shape(op)
+    if shape is None:
+        return None
+    if node.op_type in _CONVS:
+        return shape.in_channels, shape.out_channels, shape.groups or 1
+    if op.input(1) is None or not op.input(1).is_constant:
         return None  # activation × activation (attention): dims follow the sequence, not the design
-    if node.op_type == "MatMul":
-        return w[-2], w[-1], 1
-    if node.op_type == "Gemm":
-        trans_b = int(op.attrs.get("transB", 0))
-        return (w[1], w[0], 1) if trans_b else (w[0], w[1], 1)
-    return None
+    return shape.in_channels, shape.out_channels, 1
 
 
 def _channels_not_aligned(ctx: _Context) -> Iterable[Finding]:
@@ -214,7 +209,7 @@ def _channels_not_aligned(ctx: _Context) -> Iterable[Finding]:
     rule = RULES["OR002"]
     model_macs = ctx.analysis.totals.macs
     for node in ctx.analysis.nodes:
-        if node.op_type not in _MAC_OPS or node.state != "costed" or node.macs <= 0:
+        if node.op_type not in _MAC_OPS or node.state != NodeState.COSTED or node.macs <= 0:
             continue
         dims = _gemm_dims(node, ctx.op(node.id))
         if dims is None:
@@ -264,18 +259,18 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
     picked: list[tuple[NodeResult, KernelResult]] = []
     for node in ctx.analysis.nodes:
         kernel = ctx.kernel_of.get(node.id)
-        if node.op_type != "Conv" or node.state != "costed" or kernel is None or kernel.node_ids[0] != node.id:
+        if node.op_type != "Conv" or node.state != NodeState.COSTED or kernel is None or kernel.node_ids[0] != node.id:
             continue
-        dims = _gemm_dims(node, None)
+        dims = _gemm_dims(node, ctx.op(node.id))
         w = node.input_shapes[1]
         pointwise = w is not None and len(w) > 2 and all(d == 1 for d in w[2:])
-        if dims is None or not (dims[2] > 1 or pointwise) or kernel.bound != "memory":
+        if dims is None or not (dims[2] > 1 or pointwise) or kernel.bound != Bound.MEMORY:
             continue
         picked.append((node, kernel))
     time = sum(k.latency_s for _, k in picked)
     if not picked or ctx.share(time) < LOW_INTENSITY_CONV_SHARE:
         return
-    grouped = sum(1 for n, _ in picked if _gemm_dims(n, None)[2] > 1)
+    grouped = sum(1 for n, _ in picked if _gemm_dims(n, ctx.op(n.id))[2] > 1)
     lowest = min(k.intensity for _, k in picked)
     highest = max(k.intensity for _, k in picked)
     precision = picked[0][1].precision
@@ -300,7 +295,11 @@ def _layout_chains(ctx: _Context) -> Iterable[Finding]:
     if ctx.graph is None:
         return
     rule = RULES["OR004"]
-    movers = {n.id for n in ctx.analysis.nodes if n.kind in ("layout", "view") and n.state in ("costed", "zero")}
+    movers = {
+        n.id
+        for n in ctx.analysis.nodes
+        if n.kind in (RuleKind.LAYOUT, RuleKind.VIEW) and n.state in (NodeState.COSTED, NodeState.ZERO)
+    }
     chains = []
     for chain in _components(ctx.graph, movers):
         if len(chain) < 2:
@@ -369,7 +368,7 @@ def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
     nodes = [
         n
         for n in ctx.analysis.nodes
-        if n.state == "costed" and n.op_type in _MAC_OPS and n.dtype == "float32" and n.precision == "fp32"
+        if n.state == NodeState.COSTED and n.op_type in _MAC_OPS and n.dtype == "float32" and n.precision == "fp32"
     ]
     if not nodes:
         return

@@ -37,7 +37,7 @@ def build_kernels(
     kernels = tuple(
         place_kernel(
             kernel.id,
-            kernel.pattern,
+            kernel.patterns,
             kernel.node_ids,
             tuple(op_of[n].op_type for n in kernel.node_ids),
             kernel.cost,
@@ -84,7 +84,7 @@ def channels_of(op) -> int | None:
 def _kernel_class(kernel, op_of) -> str:
     anchor = op_of[kernel.node_ids[0]]
     op_types = tuple(op_of[n].op_type for n in kernel.node_ids)
-    return kernel_op_class(op_types, kernel.pattern, anchor.domain, anchor.attrs, channels_of(anchor))
+    return kernel_op_class(op_types, kernel.patterns, anchor.domain, anchor.attrs, channels_of(anchor))
 
 
 def cold_weight_bytes(platform: Platform, weight_bytes: float, params: float, peak_activation_bytes: float) -> float:

@@ -9,10 +9,12 @@ load-time constants are excluded: they are reported as weight bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onnxroof.core.ir import ROLE_ACTIVATION, ROLE_INPUT, ModelIR, OpView
+from onnxroof.core.index import graph_index
+from onnxroof.core.ir import ModelIR, OpView
+from onnxroof.core.states import Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,13 +24,15 @@ class PeakMemory:
     unknown_tensors: int  # run-time tensors without a static shape (counted as 0 bytes)
 
 
-def peak_activation_memory(ir: ModelIR, is_view: Callable[[OpView], bool]) -> PeakMemory:
+def peak_activation_memory(ir: ModelIR) -> PeakMemory:
+    """The peak of live run-time buffers over ``ir``'s order (model: module docstring; views from the IR's index)."""
+    views = graph_index(ir).views
     buffer_of: dict[str, str] = {}
     size: dict[str, float] = {}
     unknown = 0
 
     def runtime(t) -> bool:
-        return t is not None and t.role in (ROLE_INPUT, ROLE_ACTIVATION)
+        return t is not None and t.role in (Role.INPUT, Role.ACTIVATION)
 
     def nbytes(t) -> float:
         nonlocal unknown
@@ -46,7 +50,7 @@ def peak_activation_memory(ir: ModelIR, is_view: Callable[[OpView], bool]) -> Pe
         for t in op.outputs:
             if not runtime(t):
                 continue
-            if is_view(op) and runtime(op.input(0)) and op.input(0).name in buffer_of:
+            if op.id in views and runtime(op.input(0)) and op.input(0).name in buffer_of:
                 buffer_of[t.name] = buffer_of[op.input(0).name]
             else:
                 buffer_of[t.name] = t.name

@@ -43,7 +43,8 @@ import onnx
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import OnnxroofError
-from onnxroof.core.ir import ROLE_STATIC, ROLE_WEIGHT, Restate, TensorInfo, node_id
+from onnxroof.core.ir import Restate, TensorInfo, node_id
+from onnxroof.core.states import Role
 from onnxroof.platform.model import Platform
 
 ELEMENT_SIZE: Mapping[str, float] = MappingProxyType(
@@ -87,7 +88,8 @@ class Densities:
 
 @dataclass(frozen=True)
 class WhatIf:
-    """The what-if knobs of one analysis (all off by default)."""
+    """The what-if knobs of one analysis (all off by default): one frozen object passed from the CLI through
+    :func:`onnxroof.analyze`, :func:`onnxroof.studies.compare.compare` and :func:`onnxroof.studies.sweep.sweep`."""
 
     precision: str | None = None
     densities: Densities = field(default_factory=Densities)
@@ -95,6 +97,24 @@ class WhatIf:
     """Per-layer densities, keyed by node name or node id."""
     compress_mem: bool = False
     skip_compute: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        precision: str | None = None,
+        densities: Mapping[str, float] | None = None,
+        layer_densities: Mapping[str, Mapping[str, float]] | None = None,
+        compress_mem: bool = False,
+        skip_compute: bool = False,
+    ) -> WhatIf:
+        """The knobs from plain keywords (``densities={"weight": 0.5}``, ``layer_densities={node: {...}}``)."""
+        return cls(
+            precision=precision,
+            densities=Densities(**(densities or {})),
+            layers=MappingProxyType({k: Densities(**v) for k, v in (layer_densities or {}).items()}),
+            compress_mem=compress_mem,
+            skip_compute=skip_compute,
+        )
 
     @property
     def has_densities(self) -> bool:
@@ -164,16 +184,22 @@ def load_layer_densities(path: str | Path) -> Mapping[str, Densities]:
 
 
 def whatif_options(
-    density: Iterable[str] | None, density_file: str | Path | None, compress_mem: bool, skip_compute: bool
-) -> dict[str, object]:
-    """The :func:`onnxroof.analyze` keyword arguments for the CLI's sparsity options."""
+    density: Iterable[str] | None,
+    density_file: str | Path | None,
+    compress_mem: bool,
+    skip_compute: bool,
+    precision: str | None = None,
+) -> WhatIf:
+    """The :class:`WhatIf` of the CLI's what-if options (``--density``, ``--density-file``, ``--compress-mem``,
+    ``--skip-compute``, and ``--precision`` where one precision applies to the whole run)."""
     layers = load_layer_densities(density_file) if density_file is not None else {}
-    return {
-        "densities": uniform_densities(density or []).to_dict(),
-        "layer_densities": {name: d.to_dict() for name, d in layers.items()},
-        "compress_mem": compress_mem,
-        "skip_compute": skip_compute,
-    }
+    return WhatIf(
+        precision=precision,
+        densities=uniform_densities(density or []),
+        layers=MappingProxyType(dict(layers)),
+        compress_mem=compress_mem,
+        skip_compute=skip_compute,
+    )
 
 
 def _density_value(value: object, where: str) -> float:
@@ -206,9 +232,9 @@ class DensityMap:
     def of(self, tensor: TensorInfo) -> float:
         """The tensor's density: a weight's from its readers' weight densities, a run-time tensor's from its
         writer's output density, else its readers' input densities; static values (shapes) and the rest 1."""
-        if tensor.role == ROLE_WEIGHT:
+        if tensor.role == Role.WEIGHT:
             return self.as_weight.get(tensor.name, 1.0)
-        if tensor.role == ROLE_STATIC:
+        if tensor.role == Role.STATIC:
             return 1.0
         written = self.written.get(tensor.name)
         return written if written is not None else self.as_input.get(tensor.name, 1.0)
@@ -299,7 +325,7 @@ def operand_densities(inputs: Iterable[TensorInfo | None], densities: DensityMap
     for tensor in inputs:
         if tensor is None:
             continue
-        if tensor.role == ROLE_WEIGHT:
+        if tensor.role == Role.WEIGHT:
             density = densities.of(tensor)
             weight = density if weight is None else max(weight, density)
         elif first_input is None and not tensor.is_constant:

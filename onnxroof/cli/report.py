@@ -76,10 +76,9 @@ def report(
             model,
             platform=platform,
             dims=parse_dim_bindings(dim or []),
-            precision=precision,
             strict=strict,
             fusion=fusion,
-            **whatif_options(density, density_file, compress_mem, skip_compute),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, precision),
         )
         measured = load_overlay(profile, analysis) if profile is not None else None
         warnings = analysis.warnings + (measured.warnings if measured is not None else ())

@@ -171,7 +171,7 @@ def sweep(
             precisions=precisions if len(precisions) > 1 else (),
             precision=precisions[0] if len(precisions) == 1 else None,
             fusion=fusion,
-            **whatif_options(density, density_file, compress_mem, skip_compute),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute),
         )
 
     renderers = Renderers(render_sweep_chart, render_sweep_json, render_sweep_csv, render_sweep_table)
@@ -229,7 +229,7 @@ def compare(
             parse_dim_bindings(dim or []),
             precision=precision,
             fusion=fusion,
-            **whatif_options(density, density_file, compress_mem, skip_compute),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute),
         )
 
     renderers = Renderers(render_compare_chart, render_compare_json, render_compare_csv, render_compare_table)

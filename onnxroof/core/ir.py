@@ -31,11 +31,7 @@ from onnx import helper
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ModelError, ShapeUnknown
-
-ROLE_INPUT = "input"
-ROLE_WEIGHT = "weight"
-ROLE_STATIC = "static"
-ROLE_ACTIVATION = "activation"
+from onnxroof.core.states import Role
 
 #: Ops whose outputs are metadata of their input, computable at load time when the input's shape is known.
 SHAPE_OPS = frozenset({"Shape", "Size"})
@@ -71,7 +67,7 @@ class TensorInfo:
     shape: tuple[int | None, ...] | None
     dtype: str
     itemsize: float
-    role: str
+    role: Role
 
     @property
     def is_static_shape(self) -> bool:
@@ -91,7 +87,7 @@ class TensorInfo:
     @property
     def is_constant(self) -> bool:
         """Known before the run (weight or load-time static value)."""
-        return self.role in (ROLE_WEIGHT, ROLE_STATIC)
+        return self.role in (Role.WEIGHT, Role.STATIC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +120,7 @@ class OpView:
         if operand is not None and operand.dtype != "unknown":
             return operand.dtype
         for t in self.inputs:
-            if t is not None and t.dtype.startswith(("float", "bfloat")) and t.role != ROLE_STATIC:
+            if t is not None and t.dtype.startswith(("float", "bfloat")) and t.role != Role.STATIC:
                 return t.dtype
         for t in (*self.outputs, *self.inputs):
             if t is not None and t.dtype != "unknown":
@@ -144,6 +140,9 @@ class ModelIR:
     opsets: Mapping[str, int] = field(default_factory=dict)
     restate: Restate | None = field(default=None, compare=False, repr=False)
     """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Facts derived from the IR once, on first use, and kept with it: the graph index
+    (:func:`onnxroof.core.index.graph_index`: producers, consumers, view roots)."""
 
 
 def normalize_domain(domain: str) -> str:
@@ -161,15 +160,6 @@ def _schema_defaults(op_type: str, opset: int, domain: str) -> tuple[tuple[str, 
         if attr.default_value.type:
             defaults.append((name, _attr_value(attr.default_value)))
     return tuple(defaults)
-
-
-@functools.lru_cache(maxsize=4096)
-def required_attributes(op_type: str, opset: int, domain: str) -> tuple[str, ...]:
-    try:
-        schema = onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
-    except onnx.defs.SchemaError:
-        return ()
-    return tuple(name for name, attr in schema.attributes.items() if attr.required)
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -196,7 +186,7 @@ def node_id(index: int, node: onnx.NodeProto) -> str:
     return f"{index}:{node.name or node.op_type}"
 
 
-def tensor_info_from_type(name: str, type_proto: onnx.TypeProto | None, role: str) -> TensorInfo:
+def tensor_info_from_type(name: str, type_proto: onnx.TypeProto | None, role: Role) -> TensorInfo:
     if type_proto is None or not type_proto.HasField("tensor_type"):
         return TensorInfo(name, None, "unknown", 0.0, role)
     tensor_type = type_proto.tensor_type
@@ -325,14 +315,14 @@ def build_graph_ir(
 
     for init in graph.initializer:
         dtype, itemsize = dtype_info(init.data_type)
-        tensors[init.name] = keep(TensorInfo(init.name, tuple(init.dims), dtype, itemsize, ROLE_WEIGHT))
+        tensors[init.name] = keep(TensorInfo(init.name, tuple(init.dims), dtype, itemsize, Role.WEIGHT))
     graph_inputs = []
     for value in graph.input:
         if value.name in initializer_names:
             continue
         graph_inputs.append(value.name)
         tensors[value.name] = keep(
-            tensor_info_from_type(value.name, value_types.get(value.name, value.type), ROLE_INPUT)
+            tensor_info_from_type(value.name, value_types.get(value.name, value.type), Role.INPUT)
         )
 
     nodes = list(graph.node)
@@ -406,30 +396,30 @@ def _stored_size(node: onnx.NodeProto, inputs: tuple[TensorInfo | None, ...], in
     ``DequantizeLinear`` of a weight (dtype unchanged; see the module docstring)."""
     source = inputs[0] if inputs else None
     dequantizes = node.op_type == "DequantizeLinear" and normalize_domain(node.domain) in ("", "com.microsoft")
-    if not dequantizes or source is None or source.role != ROLE_WEIGHT or info.role != ROLE_WEIGHT:
+    if not dequantizes or source is None or source.role != Role.WEIGHT or info.role != Role.WEIGHT:
         return info
     return replace(info, itemsize=source.itemsize)
 
 
 def _unknown(name: str) -> TensorInfo:
-    return TensorInfo(name, None, "unknown", 0.0, ROLE_ACTIVATION)
+    return TensorInfo(name, None, "unknown", 0.0, Role.ACTIVATION)
 
 
 def _output_role(
     node: onnx.NodeProto, inputs: tuple[TensorInfo | None, ...], subgraphs: Mapping[str, onnx.GraphProto]
-) -> str:
+) -> Role:
     """Role of a node's outputs: constant-only nodes produce weights (or static values), others activations."""
     if node.op_type == "Constant" and not node.domain:
-        return ROLE_WEIGHT
+        return Role.WEIGHT
     if subgraphs or node.op_type in NONDETERMINISTIC_OPS:
-        return ROLE_ACTIVATION
+        return Role.ACTIVATION
     present = [t for t in inputs if t is not None]
     if node.op_type in SHAPE_OPS and not node.domain:
-        return ROLE_STATIC if present and present[0].is_static_shape else ROLE_ACTIVATION
+        return Role.STATIC if present and present[0].is_static_shape else Role.ACTIVATION
     if not present:
-        return ROLE_ACTIVATION
-    if all(t.role == ROLE_WEIGHT for t in present):
-        return ROLE_WEIGHT
+        return Role.ACTIVATION
+    if all(t.role == Role.WEIGHT for t in present):
+        return Role.WEIGHT
     if all(t.is_constant for t in present):
-        return ROLE_STATIC
-    return ROLE_ACTIVATION
+        return Role.STATIC
+    return Role.ACTIVATION

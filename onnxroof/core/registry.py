@@ -19,23 +19,15 @@ Slice's ``starts``...): they are not charged as traffic and never count as param
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from onnxroof.core.cost import Cost
-from onnxroof.core.ir import ROLE_WEIGHT, OpView, normalize_domain
+from onnxroof.core.ir import OpView, normalize_domain
+from onnxroof.core.states import Role, RuleKind, RuleStatus
 
 RuleFn = Callable[[OpView], Cost]
-
-KIND_COMPUTE = "compute"
-KIND_LAYOUT = "layout"  # a copy that only moves data (Transpose, Concat, Pad...): layout traffic
-KIND_VIEW = "view"  # aliases its input (Reshape, Squeeze...): moves nothing
-KIND_METADATA = "metadata"  # reads only shapes (Shape, Size): moves nothing
-KINDS = (KIND_COMPUTE, KIND_LAYOUT, KIND_VIEW, KIND_METADATA)
-ZERO_KINDS = (KIND_VIEW, KIND_METADATA)
-
-STATUS_EXACT = "exact"
-STATUS_APPROXIMATE = "approximate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +35,13 @@ class RuleEntry:
     domain: str
     op_type: str
     fn: RuleFn
-    kind: str
-    status: str
+    kind: RuleKind
+    status: RuleStatus
     config_inputs: frozenset[int]
+    family: str = ""
+    """The op family the rule belongs to (its module in :mod:`onnxroof.rules` declares it once, see
+    :func:`family_rule`): the roofline's efficiency class of ops not classed by type. "" for rules
+    registered without one."""
 
     @property
     def doc(self) -> str:
@@ -62,15 +58,17 @@ class DuplicateRuleError(ValueError):
 def rule(
     *op_types: str,
     domain: str = "",
-    kind: str = KIND_COMPUTE,
-    status: str = STATUS_EXACT,
+    kind: RuleKind = RuleKind.COMPUTE,
+    status: RuleStatus = RuleStatus.EXACT,
     config_inputs: Iterable[int] = (),
+    family: str = "",
 ) -> Callable[[RuleFn], RuleFn]:
     """Register ``fn`` as the cost rule of each op type in ``op_types`` (in ``domain``)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown rule kind {kind!r}; expected one of {KINDS}")
-    if status not in (STATUS_EXACT, STATUS_APPROXIMATE):
+    if kind not in tuple(RuleKind):
+        raise ValueError(f"unknown rule kind {kind!r}; expected one of {tuple(RuleKind)}")
+    if status not in tuple(RuleStatus):
         raise ValueError(f"unknown rule status {status!r}")
+    kind, status = RuleKind(kind), RuleStatus(status)
     dom = normalize_domain(domain)
 
     def register(fn: RuleFn) -> RuleFn:
@@ -78,10 +76,21 @@ def rule(
             key = (dom, op_type)
             if key in _RULES:
                 raise DuplicateRuleError(f"a rule for {dom or 'ai.onnx'}::{op_type} is already registered")
-            _RULES[key] = RuleEntry(dom, op_type, fn, kind, status, frozenset(config_inputs))
+            _RULES[key] = RuleEntry(dom, op_type, fn, kind, status, frozenset(config_inputs), family)
         return fn
 
     return register
+
+
+def family_rule(family: str) -> Callable[..., Callable[[RuleFn], RuleFn]]:
+    """:func:`rule` with ``family`` set, for a rule module to declare its family once::
+
+    rule = family_rule("matmul")
+
+    @rule("MatMul")
+    def matmul(op): ...
+    """
+    return functools.partial(rule, family=family)
 
 
 def lookup(domain: str, op_type: str) -> RuleEntry | None:
@@ -102,7 +111,7 @@ def data_inputs(op: OpView, entry: RuleEntry) -> list:
 
 def weight_inputs(op: OpView, entry: RuleEntry) -> list:
     """Data inputs that are weights: the node's parameters."""
-    return [t for t in data_inputs(op, entry) if t.role == ROLE_WEIGHT]
+    return [t for t in data_inputs(op, entry) if t.role == Role.WEIGHT]
 
 
 def evaluate(op: OpView, entry: RuleEntry) -> Cost:

@@ -27,6 +27,11 @@ class RuleKind(StrEnum):
     VIEW = "view"  # aliases its input (Reshape, Squeeze...): moves nothing
     METADATA = "metadata"  # reads only shapes (Shape, Size): moves nothing
 
+    @property
+    def moves_nothing(self) -> bool:
+        """A view or metadata op: declared free (state ``zero``)."""
+        return self in (RuleKind.VIEW, RuleKind.METADATA)
+
 
 class RuleStatus(StrEnum):
     """Whether a rule's count is exact or an approximation (said in its docstring)."""

@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_graph_ir, graph_value_types
+from onnxroof.core.states import NodeState, RuleKind
 
 CostFn = Callable[[OpView, ModelIR], "NodeCost"]
 
@@ -29,13 +30,14 @@ CostFn = Callable[[OpView, ModelIR], "NodeCost"]
 class NodeCost:
     """What costing one node (or one control-flow node with its bodies) yields."""
 
-    state: str
-    kind: str
+    state: NodeState
+    kind: RuleKind | str  # "" when no rule ran (folded, unsupported)
     cost: Cost
     note: str = ""
     launches: int = 1  # kernels launched (body kernels × iterations for control flow)
     weights: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # name -> (numel, nbytes)
     unsupported: tuple[str, ...] = ()  # op keys without a rule found inside bodies
+    missing_tensor: str | None = None  # the tensor without a static shape (state ``unknown_shape``)
 
 
 @dataclass(frozen=True)
@@ -52,13 +54,13 @@ def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCo
     total, launches, weights, unsupported, unknown = Cost.zero(), 0, {}, [], 0
     for op in body.ops:
         result = cost_fn(op, body)
-        if result.state == "costed":
+        if result.state == NodeState.COSTED:
             total += result.cost
             launches += result.launches
             weights.update(result.weights)
-        elif result.state == "unsupported":
+        elif result.state == NodeState.UNSUPPORTED:
             unsupported.append(f"{op.domain}::{op.op_type}" if op.domain else op.op_type)
-        elif result.state == "unknown_shape":
+        elif result.state == NodeState.UNKNOWN_SHAPE:
             unknown += 1
         unsupported.extend(result.unsupported)
     return BodyCost(total, launches, weights, tuple(unsupported), unknown)
@@ -119,7 +121,7 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
         note += f"; {unknown} body node(s) without static shapes not costed"
     weights = {k: v for body in bodies.values() for k, v in body.weights.items()}
     cost = replace(chosen.cost.scaled(iterations), params=sum(n for n, _ in weights.values()))
-    return NodeCost("costed", "compute", cost, note, chosen.launches * iterations, weights, unsupported)
+    return NodeCost(NodeState.COSTED, RuleKind.COMPUTE, cost, note, chosen.launches * iterations, weights, unsupported)
 
 
 __all__ = ["BodyCost", "NodeCost", "TensorInfo", "cost_body", "cost_control_flow"]

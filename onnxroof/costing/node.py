@@ -10,17 +10,10 @@ import onnx
 import onnxroof.rules  # noqa: F401  (registers every rule family)
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.ir import CONTROL_FLOW_OPS, ROLE_STATIC, ROLE_WEIGHT, ModelIR, OpView
-from onnxroof.core.registry import ZERO_KINDS, evaluate, lookup, weight_inputs
-from onnxroof.core.states import NodeState
+from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView
+from onnxroof.core.registry import evaluate, lookup, weight_inputs
+from onnxroof.core.states import NodeState, Role
 from onnxroof.costing.control_flow import NodeCost, cost_control_flow
-
-STATE_COSTED = NodeState.COSTED
-STATE_ZERO = NodeState.ZERO
-STATE_FOLDED = NodeState.FOLDED
-STATE_UNSUPPORTED = NodeState.UNSUPPORTED
-STATE_UNKNOWN_SHAPE = NodeState.UNKNOWN_SHAPE
-STATES = tuple(NodeState)
 
 
 def op_key(op: OpView) -> str:
@@ -30,20 +23,19 @@ def op_key(op: OpView) -> str:
 def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = None) -> NodeCost:
     """State, kind, cost and weights of one node (control-flow nodes through their bodies)."""
     produced = [t for t in op.outputs if t is not None]
-    if produced and all(t.role in (ROLE_WEIGHT, ROLE_STATIC) for t in produced):
-        return NodeCost(STATE_FOLDED, "", Cost.zero(), "computed from constants at load time", launches=0)
+    if produced and all(t.role in (Role.WEIGHT, Role.STATIC) for t in produced):
+        return NodeCost(NodeState.FOLDED, "", Cost.zero(), "computed from constants at load time", launches=0)
     if op.subgraphs and op.op_type in CONTROL_FLOW_OPS and op.op_type != "SequenceMap":
         return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph), root_graph)
     entry = lookup(op.domain, op.op_type)
     if entry is None:
-        return NodeCost(STATE_UNSUPPORTED, "", Cost.zero(), "no cost rule", launches=0)
-    if entry.kind in ZERO_KINDS:
-        return NodeCost(STATE_ZERO, entry.kind, Cost.zero(), f"{entry.kind}: moves no data", launches=0)
+        return NodeCost(NodeState.UNSUPPORTED, "", Cost.zero(), "no cost rule", launches=0)
+    if entry.kind.moves_nothing:
+        return NodeCost(NodeState.ZERO, entry.kind, Cost.zero(), f"{entry.kind}: moves no data", launches=0)
     try:
         cost = evaluate(op, entry)
     except ShapeUnknown as missing:
-        return NodeCost(
-            STATE_UNKNOWN_SHAPE, entry.kind, Cost.zero(), f"no static shape for '{missing.tensor}'", launches=0
-        )
+        note = f"no static shape for '{missing.tensor}'"
+        return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
     weights = {t.name: (float(t.numel), float(t.nbytes)) for t in weight_inputs(op, entry)}
-    return NodeCost(STATE_COSTED, entry.kind, cost, "", 1, weights)
+    return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)

@@ -16,6 +16,7 @@ import onnx
 
 from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.ir import OpView, TensorInfo
+from onnxroof.core.states import Role
 from onnxroof.fusion.graph import FusionGraph, PassState, Unit
 from onnxroof.fusion.patterns import CONSUMER, Check, EdgePattern
 
@@ -66,7 +67,7 @@ def _input_name(op_type: str, opset: int, index: int) -> str:
 
 
 def _describe(t: TensorInfo) -> str:
-    return "a graph input" if t.role == "input" else "computed at run time"
+    return "a graph input" if t.role == Role.INPUT else "computed at run time"
 
 
 def _shape(t: TensorInfo | None) -> tuple[int | None, ...] | None:

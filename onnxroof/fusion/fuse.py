@@ -42,14 +42,14 @@ Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace...).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import OnnxroofError, ShapeUnknown
 from onnxroof.core.ir import ModelIR
-from onnxroof.core.registry import KIND_LAYOUT
+from onnxroof.core.states import RuleKind
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.fusion.checks import CHECKS, NOT_A_CANDIDATE
 from onnxroof.fusion.edges import apply_edges
@@ -67,6 +67,13 @@ from onnxroof.fusion.pointwise import apply_pointwise
 
 SINGLE = "single"
 
+
+def pattern_text(patterns: Sequence[str]) -> str:
+    """Pattern names as rendered (the JSON ``pattern`` field, tables): joined by ``+`` in the order they applied,
+    ``single`` when none did."""
+    return "+".join(patterns) if patterns else SINGLE
+
+
 # ------------------------------------------------------------------------------------------ public types
 
 
@@ -76,12 +83,12 @@ class Kernel:
 
     ``node_ids``: the anchor first, then the other members in topological order (the anchor is also
     topologically first except where a producer was absorbed, e.g. a Transpose read by the MatMul anchor).
-    ``pattern``: the patterns applied, joined by ``+`` in the order they applied (``conv_bn+ort_conv_activation``),
-    or ``single`` for an unfused node.
+    ``patterns``: the patterns applied, in the order they applied (``("conv_bn", "ort_conv_activation")``), empty
+    for an unfused node; :attr:`pattern` renders them as text.
     """
 
     id: str
-    pattern: str
+    patterns: tuple[str, ...]
     node_ids: tuple[str, ...]
     cost: Cost
     ideal: Cost
@@ -89,9 +96,9 @@ class Kernel:
     folded_nodes: tuple[str, ...]
 
     @property
-    def patterns(self) -> tuple[str, ...]:
-        """The individual pattern names (empty for an unfused node)."""
-        return () if self.pattern == SINGLE else tuple(self.pattern.split("+"))
+    def pattern(self) -> str:
+        """The patterns as text: joined by ``+`` (``conv_bn+ort_conv_activation``), ``single`` for an unfused node."""
+        return pattern_text(self.patterns)
 
 
 @dataclass(frozen=True)
@@ -179,13 +186,13 @@ def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
         nodes = [unit.anchor, *rest]
         folded = set(unit.folded)
         cost = _kernel_cost(nodes, folded, g)
-        layout = len(nodes) == 1 and g.kind[unit.anchor] == KIND_LAYOUT
+        layout = len(nodes) == 1 and g.kind[unit.anchor] == RuleKind.LAYOUT
         free = layout or all(n in g.elementwise for n in nodes)
         ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
         kernels.append(
             Kernel(
                 id=f"k{number}",
-                pattern="+".join(unit.patterns) if unit.patterns else SINGLE,
+                patterns=tuple(unit.patterns),
                 node_ids=tuple(nodes),
                 cost=cost,
                 ideal=ideal,

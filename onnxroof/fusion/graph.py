@@ -1,7 +1,8 @@
 """The fusion pass's working state: read-only lookups over the IR, and the kernels being built.
 
-:class:`FusionGraph` indexes the IR once per :func:`onnxroof.fusion.fuse.fuse` call (producers, consumers, view
-aliases, which nodes are costed and elementwise); :class:`Unit` is one kernel under construction; and
+:class:`FusionGraph` holds read-only lookups for one :func:`onnxroof.fusion.fuse.fuse` call (producers, consumers
+and view aliases from the IR's index, :func:`onnxroof.core.index.graph_index`; which nodes are costed and
+elementwise); :class:`Unit` is one kernel under construction; and
 :class:`PassState` owns the units, merges them as patterns apply, and records the candidates that did not fuse.
 """
 
@@ -11,11 +12,12 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import onnxroof.rules  # noqa: F401  (registers every rule family: nodes are grouped by rule kind)
+from onnxroof.core.index import graph_index
 from onnxroof.core.ir import ModelIR, OpView
-from onnxroof.core.registry import KIND_METADATA, KIND_VIEW, RuleEntry, lookup
+from onnxroof.core.registry import RuleEntry, lookup
+from onnxroof.core.states import NodeState, RuleKind
 from onnxroof.costing.control_flow import NodeCost
 
-_ELEMENTWISE_MODULE = "onnxroof.rules.elementwise"
 #: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
 #: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
 _ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
@@ -35,46 +37,25 @@ class FusionGraph:
         self.costed: set[str] = set()
         self.elementwise: set[str] = set()
         self.kind: dict[str, str] = {}
-        self.producer: dict[str, str] = {}
-        self.consumers: dict[str, list[str]] = {}
-        self.alias_of: dict[str, str] = {}  # view output -> view input
-        self.alias_children: dict[str, list[str]] = {}
+        self.index = graph_index(ir)
+        self.producer: Mapping[str, str] = self.index.producer
+        self.consumers: Mapping[str, tuple[str, ...]] = self.index.consumers
+        self.alias_children: Mapping[str, tuple[str, ...]] = self.index.view_children
         self.outputs = frozenset(ir.graph_outputs)
         for op in ir.ops:
             entry = lookup(op.domain, op.op_type)
             self.entries[op.id] = entry
             self.kind[op.id] = entry.kind if entry is not None else ""
             cost = node_costs.get(op.id)
-            if cost is not None and cost.state == "costed":
+            if cost is not None and cost.state == NodeState.COSTED:
                 self.costed.add(op.id)
-                if entry is not None and (entry.fn.__module__ == _ELEMENTWISE_MODULE or op.op_type in _ELEMENTWISE_OPS):
+                if entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS):
                     self.elementwise.add(op.id)
-            for t in op.outputs:
-                if t is not None:
-                    self.producer[t.name] = op.id
-            seen: set[str] = set()
-            for t in op.inputs:
-                if t is not None and t.name not in seen:
-                    seen.add(t.name)
-                    self.consumers.setdefault(t.name, []).append(op.id)
-            source, view = op.input(0), op.output(0)
-            if self.kind[op.id] == KIND_VIEW and source is not None and view is not None:
-                self.alias_of[view.name] = source.name
-                self.alias_children.setdefault(source.name, []).append(view.name)
-        for op in ir.ops:  # tensors read implicitly by If/Loop/Scan bodies
-            if op.subgraphs and ir.graph.has_node(op.id):
-                for _, _, data in ir.graph.in_edges(op.id, data=True):
-                    for name in data.get("tensors", ()):
-                        users = self.consumers.setdefault(name, [])
-                        if op.id not in users:
-                            users.append(op.id)
         self._users: dict[str, tuple[tuple[str, ...], bool]] = {}
 
     def root(self, name: str) -> str:
         """The buffer a tensor aliases (through views)."""
-        while name in self.alias_of:
-            name = self.alias_of[name]
-        return name
+        return self.index.root(name)
 
     def users(self, name: str) -> tuple[tuple[str, ...], bool]:
         """Nodes that need ``name``'s data (through views; metadata readers excluded), and whether it (or an
@@ -86,9 +67,9 @@ class FusionGraph:
         exported = name in self.outputs
         for node in self.consumers.get(name, ()):
             kind, source = self.kind[node], self.ops[node].input(0)
-            if kind == KIND_VIEW and source is not None and source.name == name:
+            if kind == RuleKind.VIEW and source is not None and source.name == name:
                 continue  # an alias: its own users are followed below
-            if kind != KIND_METADATA:
+            if kind != RuleKind.METADATA:
                 found.append(node)
         for child in self.alias_children.get(name, ()):
             more, child_exported = self.users(child)

@@ -6,7 +6,7 @@ count join, and never so that the fused kernel would both feed and wait for anot
 
 from __future__ import annotations
 
-from onnxroof.core.registry import KIND_VIEW
+from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
 from onnxroof.fusion.patterns import PointwisePattern
 
@@ -53,7 +53,7 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     position = {b: i for i, b in enumerate(order)}
 
     def is_view(b: object) -> bool:
-        return isinstance(b, str) and g.kind[b] == KIND_VIEW
+        return isinstance(b, str) and g.kind[b] == RuleKind.VIEW
 
     def pointwise(b: object) -> bool:
         return isinstance(b, Unit) and not b.folded and all(n in g.elementwise for n in b.nodes)

@@ -31,10 +31,9 @@ import onnx.inliner
 
 from onnxroof.analysis.analyze import Analysis, NodeResult
 from onnxroof.core.errors import ModelError, OnnxroofError, one_line
+from onnxroof.core.states import Bound, NodeState
 from onnxroof.core.units import percent, seconds, si
-from onnxroof.costing.node import STATE_COSTED, STATE_UNSUPPORTED
 from onnxroof.load.reader import read_model
-from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
 from onnxroof.roofline.kernels import KernelResult
 
 PREFIX = "onnxroof."
@@ -43,10 +42,6 @@ DOT_MAX_LABEL = 48
 
 def _index(node_id: str) -> int:
     return int(node_id.split(":", 1)[0])
-
-
-def _kernels_by_node(analysis: Analysis) -> dict[str, KernelResult]:
-    return {node_id: kernel for kernel in analysis.kernels for node_id in kernel.node_ids}
 
 
 def _first_output(analysis: Analysis, node: NodeResult) -> str | None:
@@ -59,7 +54,7 @@ def _first_output(analysis: Analysis, node: NodeResult) -> str | None:
 
 def summary(node: NodeResult, kernel: KernelResult | None) -> str:
     """One human line: ``12.3 µs · memory-bound at 0.12 FLOP/B · 524 kB moved · kernel k13``."""
-    if node.state != STATE_COSTED:
+    if node.state != NodeState.COSTED:
         return f"{node.state.replace('_', ' ')}: {node.note or 'does not run'}"
     parts = [
         seconds(node.latency_s),
@@ -114,7 +109,7 @@ def _netron_targets(analysis: Analysis) -> dict[str, tuple[str, str]]:
 
 def netron_attachment(analysis: Analysis) -> dict[str, Any]:
     """The ``netron:attachment`` document: ``metadata`` and ``metrics`` rows for the model and every node."""
-    kernels = _kernels_by_node(analysis)
+    kernels = analysis.kernel_by_node
     t, p = analysis.totals, analysis.platform
     metadata: list[dict[str, Any]] = [
         {"kind": "model", "target": "", "name": "onnxroof platform", "value": p.title, "type": "attribute"},
@@ -213,7 +208,7 @@ def annotated_model(analysis: Analysis, source: str | Path | None = None) -> onn
     nodes = model.graph.node
     if len(nodes) != len(analysis.nodes):
         raise ModelError(f"{path}: has {len(nodes)} nodes but the analysis has {len(analysis.nodes)}")
-    kernels = _kernels_by_node(analysis)
+    kernels = analysis.kernel_by_node
     for result in analysis.nodes:
         node = nodes[_index(result.id)]
         if node.op_type != result.op_type:
@@ -252,7 +247,7 @@ def external_data_files(model: onnx.ModelProto) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ DOT
 
-_FILL = {BOUND_MEMORY: ("#d6e4f7", "#2f6db5"), BOUND_COMPUTE: ("#fcdcc0", "#d0600f")}
+_FILL = {Bound.MEMORY: ("#d6e4f7", "#2f6db5"), Bound.COMPUTE: ("#fcdcc0", "#d0600f")}
 _IDLE = ("#f1f2f5", "#b4bac8")
 _UNSUPPORTED = ("#f8d3d3", "#c23a3a")
 
@@ -275,7 +270,7 @@ def _label(*lines: str) -> str:
 
 def render_dot(analysis: Analysis) -> str:
     """The graph in Graphviz DOT: one box per node, clusters for kernels of several nodes."""
-    kernels = _kernels_by_node(analysis)
+    kernels = analysis.kernel_by_node
     total = analysis.totals.latency_s or 1.0
     ids = {node.id: f"n{i}" for i, node in enumerate(analysis.nodes)}
     by_id = {node.id: node for node in analysis.nodes}
@@ -292,10 +287,10 @@ def render_dot(analysis: Analysis) -> str:
     def node_line(node: NodeResult, indent: str) -> str:
         kernel = kernels.get(node.id)
         fused = kernel is not None and len(kernel.node_ids) > 1
-        if node.state == STATE_UNSUPPORTED:
+        if node.state == NodeState.UNSUPPORTED:
             fill, border = _UNSUPPORTED
             detail = "unsupported: not costed"
-        elif node.state != STATE_COSTED:
+        elif node.state != NodeState.COSTED:
             fill, border = _IDLE
             detail = node.state.replace("_", " ")
         else:
@@ -309,7 +304,7 @@ def render_dot(analysis: Analysis) -> str:
         name = _short(node.name) if node.name and node.name != node.op_type else ""
         label = _label(*(x for x in (node.op_type, name, detail) if x))
         attrs = f'label={label}, fillcolor="{fill}", color="{border}", tooltip={dot_string(node.id)}'
-        if node.state != STATE_COSTED:
+        if node.state != NodeState.COSTED:
             attrs += ', fontsize=8, fontcolor="#677085"'
         return f"{indent}{ids[node.id]} [{attrs}];"
 

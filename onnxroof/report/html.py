@@ -33,9 +33,9 @@ from markupsafe import Markup
 
 from onnxroof.analysis.analyze import Analysis, NodeResult
 from onnxroof.analysis.document import SCHEMA_VERSION, to_dict
+from onnxroof.core.states import Bound
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.measure.overlay import MeasuredOverlay, with_measured
-from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
 from onnxroof.roofline.energy import byte_energy, energy_ridge, op_energy
 from onnxroof.roofline.kernels import KernelResult
 from onnxroof.studies.compare import main_precision
@@ -46,7 +46,7 @@ TEMPLATES = Path(__file__).with_name("templates")
 #: every other op type is drawn in :data:`OTHER_COLOUR`.
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
 OTHER_COLOUR = "#b5b5b5"
-BOUND_COLOURS = {BOUND_MEMORY: "#2f6db5", BOUND_COMPUTE: "#e8731c"}
+BOUND_COLOURS = {Bound.MEMORY: "#2f6db5", Bound.COMPUTE: "#e8731c"}
 BOTTLENECKS = 10
 OP_BARS = 12
 
@@ -122,7 +122,7 @@ def explain(kernel: KernelResult) -> str:
     if kernel.flops == 0:
         what = "a layout copy" if kernel.layout else "pure data movement"
         sentence = f"{what}, no arithmetic: its time is set by the {moved} it moves"
-    elif kernel.bound == BOUND_COMPUTE:
+    elif kernel.bound == Bound.COMPUTE:
         sentence = (
             f"compute-bound at {_number(kernel.intensity, 2)} FLOP/B, above the ridge {_number(kernel.ridge, 2)}: "
             f"its time is set by its {si(kernel.flops, 'FLOP')} at the {kernel.precision} peak of "

@@ -37,13 +37,10 @@ import onnxroof.rules  # noqa: F401  (op_class looks up rule families)
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import PlatformError
 from onnxroof.core.registry import lookup
+from onnxroof.core.states import Bound
 from onnxroof.fusion.patterns import PATTERNS_BY_NAME
 from onnxroof.platform.model import PRECISION_FALLBACK, Platform
 from onnxroof.roofline.energy import Energy, kernel_energy
-
-BOUND_COMPUTE = "compute"
-BOUND_MEMORY = "memory"
-BOUND_NONE = "none"  # nothing runs (views, folded constants, unsupported)
 
 #: The platform precision an element type computes in. Integer and boolean ops that are not int8 run on
 #: the vector units at roughly the fp32 rate, so they use the fp32 peak.
@@ -61,9 +58,6 @@ PRECISION_OF_DTYPE = {
     "float8e5m2": "fp8",
     "float8e5m2fnuz": "fp8",
 }
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
-#: When a platform lacks a precision the node computes in, the next one down this chain is used (and said).
-FALLBACK = PRECISION_FALLBACK
 
 
 def precision_of(dtype: str) -> str:
@@ -71,13 +65,14 @@ def precision_of(dtype: str) -> str:
 
 
 def resolve_precision(platform: Platform, wanted: str) -> str:
-    """The precision whose peak a node of precision ``wanted`` uses on ``platform`` (fallback chain)."""
+    """The precision whose peak a node of precision ``wanted`` uses on ``platform`` (the fallback chain
+    :data:`onnxroof.platform.model.PRECISION_FALLBACK`)."""
     available = platform.precisions()
     current: str | None = wanted
     while current is not None:
         if current in available:
             return current
-        current = FALLBACK.get(current)
+        current = PRECISION_FALLBACK.get(current)
     if not available:
         raise PlatformError(f"{platform.path}: no peak figures")
     return available[0]
@@ -157,7 +152,8 @@ _CLASS_OPS: dict[str, frozenset[str]] = {
     "softmax": frozenset({"Softmax", "LogSoftmax", "Hardmax"}),
 }
 _CLASS_OF_OP = {op: cls for cls, ops in _CLASS_OPS.items() for op in ops}
-#: Cost-rule family (the rule's module in ``onnxroof.rules``) to efficiency class, for every other op.
+#: Cost-rule family (:attr:`RuleEntry.family`, declared once by each module of ``onnxroof.rules``) to efficiency
+#: class, for every other op.
 _FAMILY_CLASS = {
     "matmul": "matmul",
     "conv": "conv",
@@ -188,8 +184,7 @@ def op_class(
     cls = _CLASS_OF_OP.get(op_type)
     if cls is None:
         entry = lookup(domain, op_type)
-        family = entry.fn.__module__.rsplit(".", 1)[-1] if entry is not None else ""
-        cls = _FAMILY_CLASS.get(family, "other")
+        cls = _FAMILY_CLASS.get(entry.family if entry is not None else "", "other")
     if cls == "conv":
         group = int((attrs or {}).get("group", 1) or 1)
         if group > 1 and (channels is None or group == channels):
@@ -199,7 +194,7 @@ def op_class(
 
 def kernel_op_class(
     op_types: Sequence[str],
-    pattern: str = "single",
+    patterns: Sequence[str] = (),
     domain: str = "",
     attrs: Mapping[str, Any] | None = None,
     channels: int | None = None,
@@ -213,15 +208,14 @@ def kernel_op_class(
     anchor's (see :func:`op_class`).
     """
     produced = None
-    names = [] if pattern in ("", "single") else pattern.split("+")
-    for name in reversed(names):
+    for name in reversed(patterns):
         found = PATTERNS_BY_NAME.get(name)
         if found is not None and getattr(found, "produces", None):
             produced = found.produces
             break
     if produced is not None:
         return op_class(produced, domain, attrs, channels)
-    if "pointwise" in names:
+    if "pointwise" in patterns:
         return "activation" if any(_CLASS_OF_OP.get(t) == "activation" for t in op_types) else "elementwise"
     return op_class(op_types[0], domain, attrs, channels) if op_types else "other"
 
@@ -238,7 +232,7 @@ class RooflinePoint:
     t_memory: float
     t_overhead: float
     latency: float
-    bound: str
+    bound: Bound
     efficiency: float = 1.0
     """The derating ``e`` applied (1: none)."""
     level: str = "dram"
@@ -290,14 +284,14 @@ def classify(
     intensity = cost.flops / moved if moved > 0 else (math.inf if cost.flops > 0 else 0.0)
     if not runs:
         return RooflinePoint(
-            precision, intensity, peak, bandwidth, ridge, 0.0, 0.0, 0.0, 0.0, 0.0, BOUND_NONE, efficiency, level
+            precision, intensity, peak, bandwidth, ridge, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, efficiency, level
         )
     energy = kernel_energy(platform, precision, cost.flops, moved - near, near)
     attainable = efficiency * min(utilization * peak, intensity * bandwidth)
     t_compute = cost.flops / (efficiency * utilization * peak)
     t_memory = moved / (efficiency * bandwidth)
     overhead = platform.launch_overhead_s * launches
-    bound = BOUND_COMPUTE if t_compute >= t_memory and cost.flops > 0 else BOUND_MEMORY
+    bound = Bound.COMPUTE if t_compute >= t_memory and cost.flops > 0 else Bound.MEMORY
     return RooflinePoint(
         precision,
         intensity,

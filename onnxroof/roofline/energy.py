@@ -21,10 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from onnxroof.core.states import Bound
 from onnxroof.platform.model import PRECISION_FALLBACK, Platform
-
-BOUND_COMPUTE = "compute"
-BOUND_MEMORY = "memory"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +35,8 @@ class Energy:
         return self.compute_j + self.memory_j
 
     @property
-    def bound(self) -> str:
-        return BOUND_COMPUTE if self.compute_j >= self.memory_j and self.compute_j > 0 else BOUND_MEMORY
+    def bound(self) -> Bound:
+        return Bound.COMPUTE if self.compute_j >= self.memory_j and self.compute_j > 0 else Bound.MEMORY
 
 
 def op_energy(platform: Platform, precision: str) -> float | None:

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.states import Bound
+from onnxroof.fusion.fuse import pattern_text
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import BOUND_MEMORY, RooflinePoint, classify
+from onnxroof.roofline.classify import RooflinePoint, classify
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +41,14 @@ class Placement:
     t_memory_s: float
     t_overhead_s: float
     latency_s: float
-    bound: str
+    bound: Bound
     utilization: float = field(default=1.0, kw_only=True)
     """Processing-element array utilization (1 without an array or for non-GEMM kernels)."""
     energy_j: float | None = field(default=None, kw_only=True)
     """Dynamic energy, J (None: the platform gives no energy figures)."""
     energy_compute_j: float | None = field(default=None, kw_only=True)
     energy_memory_j: float | None = field(default=None, kw_only=True)
-    energy_bound: str = field(default="none", kw_only=True)
+    energy_bound: Bound = field(default=Bound.NONE, kw_only=True)
     """``compute`` or ``memory`` (which energy dominates), ``none`` when nothing runs or energy is unknown."""
 
     @property
@@ -65,7 +67,7 @@ class KernelResult(Placement):
     """One kernel: its member nodes, its cost (only what crosses its boundary) and its roofline point."""
 
     id: str
-    pattern: str  # fusion pattern name, or "single" for a node run alone
+    patterns: tuple[str, ...]  # fusion patterns applied, in order; empty for a node run alone
     node_ids: tuple[str, ...]  # members in topological order; the first is the anchor
     op_types: tuple[str, ...]
     folded_nodes: tuple[str, ...]  # members whose FLOPs and parameters fold away (e.g. a BatchNorm)
@@ -74,8 +76,14 @@ class KernelResult(Placement):
     ideal_bytes: float  # this kernel's traffic in the ideal total
     ideal_latency_s: float  # this kernel's time in the ideal total
 
+    @property
+    def pattern(self) -> str:
+        """The patterns as text (``conv_bn+ort_conv_activation``, ``single`` for a node run alone)."""
+        return pattern_text(self.patterns)
+
     def to_dict(self) -> dict[str, Any]:
-        data = self._plain()
+        data = {("pattern" if name == "patterns" else name): value for name, value in self._plain().items()}
+        data["pattern"] = self.pattern
         for name in ("node_ids", "op_types", "folded_nodes"):
             data[name] = list(data[name])
         return data
@@ -111,13 +119,13 @@ def placed_fields(cost: Cost, point: RooflinePoint) -> dict[str, Any]:
         "energy_j": point.energy.total_j if point.energy is not None else None,
         "energy_compute_j": point.energy.compute_j if point.energy is not None else None,
         "energy_memory_j": point.energy.memory_j if point.energy is not None else None,
-        "energy_bound": point.energy.bound if point.energy is not None else "none",
+        "energy_bound": point.energy.bound if point.energy is not None else Bound.NONE,
     }
 
 
 def place_kernel(
     kernel_id: str,
-    pattern: str,
+    patterns: tuple[str, ...],
     node_ids: tuple[str, ...],
     op_types: tuple[str, ...],
     cost: Cost,
@@ -147,7 +155,7 @@ def place_kernel(
         ideal_latency = ideal.flops / roof
     return KernelResult(
         id=kernel_id,
-        pattern=pattern,
+        patterns=patterns,
         node_ids=node_ids,
         op_types=op_types,
         folded_nodes=folded,
@@ -165,4 +173,4 @@ def fused_bounds(kernels: tuple[KernelResult, ...]) -> Bounds:
 
 def memory_bound_share(kernels: tuple[KernelResult, ...]) -> float:
     total = sum(k.latency_s for k in kernels)
-    return sum(k.latency_s for k in kernels if k.bound == BOUND_MEMORY) / total if total > 0 else 0.0
+    return sum(k.latency_s for k in kernels if k.bound == Bound.MEMORY) / total if total > 0 else 0.0

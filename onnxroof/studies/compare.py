@@ -12,16 +12,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import onnx
 
 from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import BOUND_COMPUTE, BOUND_MEMORY
 
 
 class CompareError(OnnxroofError):
@@ -37,7 +37,7 @@ class TopKernel:
     latency_s: float
     share: float
     """Of the platform's predicted latency."""
-    bound: str
+    bound: Bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,18 +111,22 @@ def compare(
     fusion: str | None = None,
     strict: bool = False,
     *,
-    densities: Mapping[str, float] | None = None,
-    layer_densities: Mapping[str, Mapping[str, float]] | None = None,
-    compress_mem: bool = False,
-    skip_compute: bool = False,
+    whatif: WhatIf | None = None,
 ) -> Comparison:
     """Analyse ``model`` on each of ``platforms`` (names, files or :class:`Platform`) with the same options.
+
+    ``whatif`` holds the what-if knobs every platform is costed with (:class:`WhatIf`); ``precision``, when
+    given, replaces its precision.
 
     Every platform is loaded (and ``precision`` checked against each) before any analysis runs. Raises
     :class:`CompareError` when no platform is given or one is given twice (by name or alias).
     """
     if not platforms:
         raise CompareError("compare needs at least one platform")
+    plan = whatif if whatif is not None else WhatIf()
+    if precision is not None:
+        plan = replace(plan, precision=precision)
+    precision = plan.precision
     targets = [p if isinstance(p, Platform) else load_platform(p) for p in platforms]
     seen: set[str] = set()
     for target in targets:
@@ -131,16 +135,7 @@ def compare(
         seen.add(target.name)
         if precision is not None:
             target.peak(precision)
-    options = {
-        "precision": precision,
-        "fusion": fusion,
-        "strict": strict,
-        "densities": densities,
-        "layer_densities": layer_densities,
-        "compress_mem": compress_mem,
-        "skip_compute": skip_compute,
-    }
-    analyses = [analyze(model, target, dims, **options) for target in targets]
+    analyses = [analyze(model, target, dims, fusion=fusion, strict=strict, whatif=plan) for target in targets]
     first = analyses[0].model
     return Comparison(
         model=first.path or first.graph_name or "model",
@@ -172,8 +167,8 @@ def compare_row(analysis: Analysis) -> CompareRow:
         energy_memory_share=t.energy_memory_share,
         memory_bound_share=t.memory_bound_share,
         kernels=len(kernels),
-        compute_kernels=sum(1 for k in kernels if k.bound == BOUND_COMPUTE),
-        memory_kernels=sum(1 for k in kernels if k.bound == BOUND_MEMORY),
+        compute_kernels=sum(1 for k in kernels if k.bound == Bound.COMPUTE),
+        memory_kernels=sum(1 for k in kernels if k.bound == Bound.MEMORY),
         top_kernel=None
         if not top
         else TopKernel(

@@ -111,30 +111,24 @@ def sweep(
     precision: str | None = None,
     fusion: str | None = None,
     strict: bool = False,
-    densities: Mapping[str, float] | None = None,
-    layer_densities: Mapping[str, Mapping[str, float]] | None = None,
-    compress_mem: bool = False,
-    skip_compute: bool = False,
+    whatif: WhatIf | None = None,
 ) -> Sweep:
     """Analyse ``model`` once per value of ``dim`` (``values``, positive integers) or per precision.
 
-    Give either ``dim`` and ``values`` (``dims`` binds the other symbolic dims; ``precision`` optionally fixes
-    one precision for every point) or ``precisions``. The remaining keywords are :func:`onnxroof.analyze`'s.
-    Raises :class:`SweepError` when nothing or both are swept, the dim is not a symbolic dim of the model's
-    inputs (or is also fixed in ``dims``), or a value repeats; :class:`~onnxroof.core.errors.PlatformError` when the
-    platform lacks a precision; :class:`~onnxroof.core.errors.DimsError` on a value that is not a positive integer.
+        Give either ``dim`` and ``values`` (``dims`` binds the other symbolic dims; ``precision`` optionally fixes
+        one precision for every point) or ``precisions``. ``whatif`` holds the what-if knobs every point shares
+    (:class:`WhatIf`; the swept or given precision replaces its own); ``strict`` and ``fusion`` are
+    :func:`onnxroof.analyze`'s.
+        Raises :class:`SweepError` when nothing or both are swept, the dim is not a symbolic dim of the model's
+        inputs (or is also fixed in ``dims``), or a value repeats; :class:`~onnxroof.core.errors.PlatformError` when the
+        platform lacks a precision; :class:`~onnxroof.core.errors.DimsError` on a value that is not a positive integer.
     """
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     fixed = dict(dims or {})
     proto, path = read_model(model)
-    options = {
-        "strict": strict,
-        "fusion": fusion,
-        "densities": densities,
-        "layer_densities": layer_densities,
-        "compress_mem": compress_mem,
-        "skip_compute": skip_compute,
-    }
+    plan = whatif if whatif is not None else WhatIf()
+    precision = precision if precision is not None else plan.precision
+    options = {"strict": strict, "fusion": fusion}
     if dim is not None and precisions:
         raise SweepError(f"sweep one thing: dim '{dim}' or precisions ({', '.join(precisions)}), not both")
     if dim is not None:
@@ -142,14 +136,17 @@ def sweep(
         per_sample = is_batch_dim(proto, dim)
         if precision is not None:
             target.peak(precision)
-        analyses = [analyze(model, target, {**fixed, dim: value}, precision=precision, **options) for value in swept]
+        point = replace(plan, precision=precision)
+        analyses = [analyze(model, target, {**fixed, dim: value}, whatif=point, **options) for value in swept]
         axis, parameter = AXIS_DIM, dim
     elif precisions:
         swept = list(_unique(precisions, "precision"))
         for name in swept:
             target.peak(str(name))  # PlatformError names what the platform has, before any analysis
         per_sample = False
-        analyses = [analyze(model, target, fixed, precision=str(name), **options) for name in swept]
+        analyses = [
+            analyze(model, target, fixed, whatif=replace(plan, precision=str(name)), **options) for name in swept
+        ]
         axis, parameter, precision = AXIS_PRECISION, AXIS_PRECISION, None
     else:
         raise SweepError(

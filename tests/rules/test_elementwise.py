@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import STATUS_EXACT, all_rules, lookup
+from onnxroof.core.registry import all_rules, lookup
+from onnxroof.core.states import RuleStatus
 
 F32 = "float32"
 SHAPE = (2, 3, 4)
@@ -268,7 +269,7 @@ def test_every_rule_documented():
         assert "Formula:" in e.doc, e.op_type
         assert "Bytes:" in e.doc, e.op_type
         assert "Assumptions:" in e.doc, e.op_type
-        assert e.status == STATUS_EXACT
+        assert e.status == RuleStatus.EXACT
 
 
 def test_generated_docstrings_carry_their_constant():

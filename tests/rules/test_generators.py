@@ -12,7 +12,8 @@ from onnx import TensorProto, helper
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import STATUS_APPROXIMATE, all_rules, lookup
+from onnxroof.core.registry import all_rules, lookup
+from onnxroof.core.states import RuleStatus
 from onnxroof.rules.generators import RANDOM_FLOPS_PER_ELEMENT
 
 F32, I64 = 4, 8
@@ -86,7 +87,7 @@ def test_range_of_unknown_length_is_not_guessed():
 def test_random_generators_write_their_output(op_type, inputs, attrs):
     cost = cost_of(make_op(op_type, inputs, [([16, 4], "float32")], **attrs))
     assert cost == Cost(flops=RANDOM_FLOPS_PER_ELEMENT * 16 * 4, bytes_written=16 * 4 * F32)
-    assert lookup("", op_type).status == STATUS_APPROXIMATE
+    assert lookup("", op_type).status == RuleStatus.APPROXIMATE
 
 
 def test_every_generator_rule_documents_formula_and_bytes():

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import STATUS_APPROXIMATE, all_rules, lookup
+from onnxroof.core.registry import all_rules, lookup
+from onnxroof.core.states import RuleStatus
 from onnxroof.rules.indexing import BOX_AREA_FLOPS, IOU_FLOPS
 
 V, D, B, S = 50_000, 768, 4, 128
@@ -120,7 +121,7 @@ def test_one_hot_reads_indices_and_writes_the_output():
 def test_unique_sorts_and_counts_only_static_outputs():
     n = 1024
     op = make_op("Unique", [([n], "int64")], [([None], "int64"), ([None], "int64"), ([n], "int64"), ([None], "int64")])
-    assert lookup("", "Unique").status == STATUS_APPROXIMATE
+    assert lookup("", "Unique").status == RuleStatus.APPROXIMATE
     # Y, indices and counts are data-dependent: only inverse_indices ([n] int64) is counted.
     assert cost_of(op) == Cost(flops=n * math.log2(n), bytes_read=n * I64, bytes_written=n * I64)
 
@@ -149,7 +150,7 @@ def test_non_max_suppression_upper_bound():
     )
     cost = cost_of(op)
     assert cost == Cost(flops=flops, bytes_read=batch * boxes * 4 * F32 + batch * classes * boxes * F32)
-    assert lookup("", "NonMaxSuppression").status == STATUS_APPROXIMATE
+    assert lookup("", "NonMaxSuppression").status == RuleStatus.APPROXIMATE
 
 
 def test_non_max_suppression_static_output_is_written():

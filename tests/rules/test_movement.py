@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import KIND_LAYOUT, KIND_METADATA, KIND_VIEW, all_rules, lookup
+from onnxroof.core.registry import all_rules, lookup
+from onnxroof.core.states import RuleKind
 
 B, S, D = 4, 128, 64
 N, C, H, WD = 2, 3, 16, 24
@@ -48,9 +49,9 @@ def test_views_and_metadata_cost_exactly_zero(op):
 
 def test_view_and_metadata_kinds():
     for op_type in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"):
-        assert lookup("", op_type).kind == KIND_VIEW
+        assert lookup("", op_type).kind == RuleKind.VIEW
     for op_type in ("Shape", "Size"):
-        assert lookup("", op_type).kind == KIND_METADATA
+        assert lookup("", op_type).kind == RuleKind.METADATA
 
 
 def test_views_need_no_shapes():
@@ -225,7 +226,7 @@ def test_layout_kinds_have_zero_flops():
         "CenterCropPad",
     )
     for op_type in layout:
-        assert lookup("", op_type).kind == KIND_LAYOUT
+        assert lookup("", op_type).kind == RuleKind.LAYOUT
 
 
 # --- Resize / Upsample --------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import STATUS_APPROXIMATE, all_rules, lookup
+from onnxroof.core.registry import all_rules, lookup
+from onnxroof.core.states import RuleStatus
 
 F32 = "float32"
 I64 = "int64"
@@ -85,7 +86,7 @@ def test_topk(k, log2_k):
     assert c.bytes_read == N * 4  # K is a config input
     assert c.bytes_written == math.prod(out) * (4 + 8)  # Values + Indices
     assert c.params == 0
-    assert lookup("", "TopK").status == STATUS_APPROXIMATE
+    assert lookup("", "TopK").status == RuleStatus.APPROXIMATE
 
 
 def test_topk_axis_attribute():

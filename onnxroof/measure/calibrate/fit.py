@@ -40,7 +40,7 @@ def probe_cost(probe: Probe) -> tuple[float, float, str]:
     anchor = model.graph.node[int(kernel.node_ids[0].split(":", 1)[0])]
     attrs = {a.name: helper.get_attribute_value(a) for a in anchor.attribute}
     channels = probe.shape[1] if len(probe.shape) > 1 else None
-    cls = kernel_op_class(kernel.op_types, kernel.pattern, "", attrs, channels)
+    cls = kernel_op_class(kernel.op_types, kernel.patterns, "", attrs, channels)
     flops = sum(k.flops for k in analysis.kernels) / 2
     moved = sum(k.bytes for k in analysis.kernels) / 2
     return flops, moved, cls

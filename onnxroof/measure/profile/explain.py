@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from onnxroof.core.states import Bound
 from onnxroof.core.units import seconds, si
 from onnxroof.measure.profile.result import Row
 
@@ -24,7 +25,7 @@ def explain(row: Row, platform) -> str:
                 f"{where} but measured {factor}: a small kernel ({seconds(row.measured_s)}) dominated by dispatch "
                 f"overhead, not by its {si(row.flops, 'FLOP')} or {si(row.bytes, 'B')}"
             )
-        if row.bound == "compute":
+        if row.bound == Bound.COMPUTE:
             share = row.achieved_flops / (row.efficiency * _peak_for(platform)) if row.efficiency else 0.0
             return (
                 f"{where} but measured {factor}: reached {si(row.achieved_flops, 'FLOP/s')}, {share:.0%} of the "
@@ -40,7 +41,7 @@ def explain(row: Row, platform) -> str:
             f"{where} but measured {factor}: onnxruntime fused {len(row.kernels)} onnxroof kernels into "
             f"{len(row.ort_nodes)} node(s), saving their launches and intermediate traffic"
         )
-    if row.bound == "memory":
+    if row.bound == Bound.MEMORY:
         return (
             f"{where} but measured {factor}: its {si(row.bytes, 'B')} working set stayed in a faster cache than "
             f"the {row.level} roof assumed"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import onnx
 
+from onnxroof.core.states import NodeState
 from onnxroof.measure.profile.map import INSERTED_TYPES, NodeMapping, OptimizedNode
 from onnxroof.measure.profile.result import Unmatched
 
@@ -71,8 +72,8 @@ def match_kernels(
     from onnxroof.core.ir import node_id
 
     ids = [node_id(i, n) for i, n in enumerate(original.node)]
-    kernel_of = {nid: kernel.id for kernel in analysis.kernels for nid in kernel.node_ids}
-    costed = {n.id for n in analysis.nodes if n.state == "costed"}
+    kernel_of = {nid: kernel.id for nid, kernel in analysis.kernel_by_node.items()}
+    costed = {n.id for n in analysis.nodes if n.state == NodeState.COSTED}
     warnings: list[str] = []
     missing_ids = set(kernel_of) - set(ids)
     if missing_ids:

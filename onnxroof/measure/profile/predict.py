@@ -64,9 +64,9 @@ def kernel_figures(kernel: KernelResult, analysis, cold_per_param: float) -> Ker
     anchor = kernel.node_ids[0] if kernel.node_ids else None
     op = graph.nodes[anchor].get("op") if graph is not None and anchor in graph else None
     if op is not None:
-        cls = kernel_op_class(kernel.op_types, kernel.pattern, op.domain, op.attrs, channels_of(op))
+        cls = kernel_op_class(kernel.op_types, kernel.patterns, op.domain, op.attrs, channels_of(op))
     else:
-        cls = kernel_op_class(kernel.op_types, kernel.pattern)
+        cls = kernel_op_class(kernel.op_types, kernel.patterns)
     return KernelFigures(
         op_class=cls,
         latency_s=kernel.latency_s,

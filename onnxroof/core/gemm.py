@@ -1,0 +1,141 @@
+"""The GEMM a matrix product or a convolution performs: one function for its shape, read by the cost rules,
+the processing-element array mapping and the findings.
+
+``groups`` independent products ``Y[m, n] = A[m, k] · B[k, n]``:
+
+* matmul form (MatMul and its fused and quantized variants), numpy semantics ``A[..., M, K] · B[..., K, N]``:
+  ``k = A[-1]``, ``m = Y[-2]`` (1 for a 1-D output), ``n = Y[-1]``, ``groups = numel(Y) / (m · n)`` (the batch);
+  a scalar output (vector · vector) has no ``m`` or ``n``;
+* gemm form (Gemm, FusedGemm, QGemm): ``op(A)[M, K] · op(B)[K, N]`` (``transA`` / ``transB`` choose the axes):
+  ``m``, ``k`` from ``A``, ``n = Y[-1]``, one group;
+* convolution (Conv, FusedConv, ConvInteger, QLinearConv, NhwcConv), the implicit GEMM of each group, filter
+  ``W[M, C/group, *k]``: ``m = N · Π out``, ``k = (C/group) · Π k``, ``n = M / group``, ``groups = group``;
+* ConvTranspose, filter ``W[C, M/group, *k]``: channels only (its GEMM is a scatter, not mapped here).
+
+``in_channels`` and ``out_channels`` are the channel dims of the reduction and of the output per group, the dims a
+tensor-core tile pads: ``K`` and ``N`` of the weight ``B`` for products (``transB`` applied), ``C/group`` and
+``M/group`` for convolutions (the kernel window excluded). A dim is None when it is not static.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from onnxroof.core.ir import OpView, TensorInfo
+
+MATMUL, GEMM, CONV, CONV_TRANSPOSE = "matmul", "gemm", "conv", "conv_transpose"
+
+#: Op type -> (form, index of A or of the filter W, index of B).
+GEMM_OPS: Mapping[str, tuple[str, int, int]] = MappingProxyType(
+    {
+        "MatMul": (MATMUL, 0, 1),
+        "FusedMatMul": (MATMUL, 0, 1),
+        "MatMulInteger": (MATMUL, 0, 1),
+        "QLinearMatMul": (MATMUL, 0, 3),
+        "MatMulIntegerToFloat": (MATMUL, 0, 1),
+        "DynamicQuantizeMatMul": (MATMUL, 0, 1),
+        "Gemm": (GEMM, 0, 1),
+        "FusedGemm": (GEMM, 0, 1),
+        "QGemm": (GEMM, 0, 3),
+        "Conv": (CONV, 1, 1),
+        "FusedConv": (CONV, 1, 1),
+        "ConvInteger": (CONV, 1, 1),
+        "QLinearConv": (CONV, 3, 3),
+        "NhwcConv": (CONV, 1, 1),
+        "ConvTranspose": (CONV_TRANSPOSE, 1, 1),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GemmShape:
+    """``groups`` independent products ``[m, k] · [k, n]`` (module docstring); None: not static."""
+
+    groups: int | None
+    m: int | None
+    n: int | None
+    k: int | None
+    in_channels: int | None = None
+    out_channels: int | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every GEMM dim is static."""
+        return None not in (self.groups, self.m, self.n, self.k)
+
+    @property
+    def macs(self) -> int:
+        """``groups · m · n · k`` (the shape must be :attr:`complete`)."""
+        return self.groups * self.m * self.n * self.k  # type: ignore[operator]
+
+
+def gemm_shape(op: OpView) -> GemmShape | None:
+    """The GEMM ``op`` performs (module docstring), or None for ops that are not GEMM-like or lack the tensors."""
+    form = GEMM_OPS.get(op.op_type)
+    if form is None:
+        return None
+    kind, first, second = form
+    if kind == MATMUL:
+        return _matmul(op.input(first), op.input(second), op.output(0))
+    if kind == GEMM:
+        return _gemm(op, op.input(first), op.input(second), op.output(0))
+    group = int(op.attrs.get("group", 1) or 1)
+    if kind == CONV:
+        return _conv(op.input(first), op.output(0), group)
+    return _conv_transpose(op.input(first), group)
+
+
+def _dims(t: TensorInfo | None) -> tuple[int | None, ...] | None:
+    return None if t is None or t.shape is None else t.shape
+
+
+def _at(dims: tuple[int | None, ...] | None, i: int) -> int | None:
+    return dims[i] if dims is not None and -len(dims) <= i < len(dims) else None
+
+
+def _matmul(a: TensorInfo | None, b: TensorInfo | None, y: TensorInfo | None) -> GemmShape | None:
+    ad, bd, yd = _dims(a), _dims(b), _dims(y)
+    if ad is None or yd is None or not ad:
+        return None
+    k = ad[-1]
+    m, n = (yd[-2] if len(yd) >= 2 else 1, yd[-1]) if yd else (None, None)
+    groups = None
+    if m is not None and n is not None and y.is_static_shape and m * n > 0:  # type: ignore[union-attr]
+        groups = y.numel // (m * n)  # type: ignore[union-attr]
+    channels = (bd[-2], bd[-1]) if bd is not None and len(bd) >= 2 else (None, None)
+    return GemmShape(groups, m, n, k, *channels)
+
+
+def _gemm(op: OpView, a: TensorInfo | None, b: TensorInfo | None, y: TensorInfo | None) -> GemmShape | None:
+    ad, bd, yd = _dims(a), _dims(b), _dims(y)
+    if ad is None or len(ad) != 2:
+        return None
+    m, k = (ad[1], ad[0]) if op.attrs.get("transA", 0) else (ad[0], ad[1])
+    n = yd[-1] if yd else None
+    channels = (k, n)
+    if bd is not None and len(bd) == 2:
+        channels = (bd[1], bd[0]) if int(op.attrs.get("transB", 0)) else (bd[0], bd[1])
+    return GemmShape(1, m, n, k, *channels)
+
+
+def _conv(w: TensorInfo | None, y: TensorInfo | None, group: int) -> GemmShape | None:
+    wd, yd = _dims(w), _dims(y)
+    if wd is None or len(wd) < 2:
+        return None
+    window = math.prod(wd[2:]) if None not in wd[2:] else None
+    k = wd[1] * window if wd[1] is not None and window is not None else None
+    n = wd[0] // group if wd[0] is not None else None
+    m = None
+    if yd is not None and len(yd) >= 3 and None not in yd:
+        m = yd[0] * math.prod(yd[2:])
+    return GemmShape(group, m, n, k, wd[1], n)
+
+
+def _conv_transpose(w: TensorInfo | None, group: int) -> GemmShape | None:
+    wd = _dims(w)
+    if wd is None or len(wd) < 2:
+        return None
+    return GemmShape(group, None, None, None, wd[0] // group if wd[0] is not None else None, wd[1])
