@@ -205,7 +205,7 @@ def _analyze(
         target.peak(precision)  # raises PlatformError naming what the platform has
     loaded = load_model(model, dims)
     density_map = tensor_densities(loaded.model.graph, plan)
-    ir = build_ir(loaded.model, loaded.value_types, make_restate(plan, density_map))
+    ir = build_ir(loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order)
     warnings = list(loaded.warnings) + whatif_warnings(plan, target)
 
     results: list[NodeResult] = []
