@@ -11,6 +11,10 @@ runs after one untimed warm-up:
   min of 3 < 0.2 s);
 * ``analyze()`` of ``y = x @ W`` with ``W`` a sparse 1 GiB external weight file that must never be read: the
   workload of ``tests/test_load.py::test_sparse_1gb_weight_file_is_never_read`` (which asserted < 5 s);
+* pointwise fusion of a ``Sum`` of N ``Relu`` outputs (N = 1,000 / 10,000 / 40,000), ``tensorrt`` against
+  ``none`` (which builds the same unfused kernels): the pass is linear in a node's fan-in when the ratio stays
+  flat as N grows (it grew with N, 23× at 10,000, when the pass was quadratic; issue 16 measured 4.6 s at
+  10,000 and 55 s at 40,000);
 * the loader's stages on the 7B-shaped graph (batch=1, seq=2048): ``load_model`` (check of the external paths,
   shape inference and its fallbacks) and ``build_ir``, where the cheap wins of issue 13 landed.
 
@@ -75,6 +79,20 @@ def sparse_weight_model(folder: Path, rows: int = 16384, cols: int = 16384) -> P
     return path
 
 
+def fan_in_graph(fan_in: int):
+    """IR and node costs of ``y = Sum(Relu(x), ... fan_in times)`` on a [4, 8] float input."""
+    relus = [helper.make_node("Relu", ["x"], [f"r{i}"]) for i in range(fan_in)]
+    graph = helper.make_graph(
+        [*relus, helper.make_node("Sum", [f"r{i}" for i in range(fan_in)], ["y"])],
+        "fan_in",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+    )
+    loaded = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    ir = build_ir(loaded.model, loaded.value_types, order=loaded.order)
+    return ir, {op.id: cost_node(op, ir, loaded.model.graph) for op in ir.ops}
+
+
 def _line(name: str, times: list[float], note: str = "") -> str:
     ms = [t * 1000 for t in times]
     spread = f"({min(ms):.1f}–{max(ms):.1f})"
@@ -113,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
                 "with the loader's order",
             )
         )
+
+        for fan_in in (1_000, 10_000, 40_000):
+            fan_ir, fan_costs = fan_in_graph(fan_in)
+            fused = timed(lambda i=fan_ir, c=fan_costs: fuse(i, c, "tensorrt"), args.repeats)
+            plain = timed(lambda i=fan_ir, c=fan_costs: fuse(i, c, "none"), args.repeats)
+            ratio = statistics.median(fused) / statistics.median(plain)
+            print(_line(f"fuse tensorrt, Sum of {fan_in:,}", fused, f"{ratio:.1f}x the 'none' profile"))
 
         sparse = sparse_weight_model(tmp)
         print(_line("analyze sparse 1 GiB weight", timed(lambda: analyze(sparse), args.repeats), "test asserted < 5 s"))

@@ -528,6 +528,24 @@ def test_pointwise_never_creates_a_cycle():
     assert kernel_with(result, "2:Add") is kernel_with(result, "3:Neg")
 
 
+def test_pointwise_joins_the_producer_visited_first():
+    # Add could join Relu's or Sigmoid's group; the blocks are visited last-ready-first, so it joins the
+    # Sigmoid's, and the Relu (which feeds only the Add) follows: one kernel. Visiting in node order instead
+    # would join the Relu's and leave {Sigmoid, Neg} apart (the Sigmoid also feeds the Neg).
+    text = model("a = Relu(x)\nc = Sigmoid(x)\ny = Add(a, c)\nz = Neg(c)", "float[4,8] x", "float[4,8] y, float[4,8] z")
+    result, _ = run(text, "tensorrt")
+    assert [k.node_ids for k in result.kernels] == [("0:Relu", "1:Sigmoid", "2:Add", "3:Neg")]
+
+
+def test_a_sum_of_10000_inputs_fuses_into_one_kernel():
+    """The fan-in case that was quadratic (issue 16); its speed is measured by benchmarks/bench_passes.py."""
+    inputs = ", ".join(f"r{i}" for i in range(10_000))
+    body = "\n".join(f"r{i} = Relu(x)" for i in range(10_000)) + f"\ny = Sum({inputs})"
+    ir, costs = analysed(model(body, "float[4,8] x", "float[4,8] y"))
+    assert len(fuse(ir, costs, "none").kernels) == 10_001
+    assert len(fuse(ir, costs, "tensorrt").kernels) == 1
+
+
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_every_costed_node_is_in_exactly_one_kernel(profile):
     text = conv_model(RESIDUAL)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any
 
 from onnxroof.analysis.findings import RULES, SEVERITIES, Finding
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.strict_toml import TomlReader, show_toml
 from onnxroof.core.units import joules, percent, seconds, si
 
 SCHEMA_VERSION = 1
@@ -118,7 +118,7 @@ def parse_quantity(value: Any, kind: str, where: str) -> float:
     """
     hint = _HINTS[kind]
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise BudgetError(f"{where}: expected {hint}, got {_show(value)}")
+        raise BudgetError(f"{where}: expected {hint}, got {show_toml(value)}")
     if not isinstance(value, str):
         number, unit = float(value), None
     else:
@@ -128,7 +128,7 @@ def parse_quantity(value: Any, kind: str, where: str) -> float:
         mantissa, exponent, unit = match.groups()
         number = float(mantissa) * 10.0 ** int(exponent or 0)
     if not math.isfinite(number):
-        raise BudgetError(f"{where}: {_show(value)} is not a finite number")
+        raise BudgetError(f"{where}: {show_toml(value)} is not a finite number")
     scale = _scale(kind, unit, value, where)
     return number * scale
 
@@ -137,7 +137,7 @@ def _scale(kind: str, unit: str | None, value: Any, where: str) -> float:
     hint = _HINTS[kind]
     if kind in ("duration", "energy"):
         if not unit:
-            raise BudgetError(f"{where}: {_show(value)} has no unit: expected {hint}")
+            raise BudgetError(f"{where}: {show_toml(value)} has no unit: expected {hint}")
         scale = (_DURATION_UNITS if kind == "duration" else _ENERGY_UNITS).get(unit)
     elif kind == "count":
         scale = _COUNT_UNITS.get(unit or "")
@@ -150,10 +150,10 @@ def _scale(kind: str, unit: str | None, value: Any, where: str) -> float:
     else:
         fraction = float(value) if not isinstance(value, str) else float(_NUMBER.match(value).group(1))
         if fraction > 1:
-            raise BudgetError(f"{where}: {_show(value)} is more than 1: write a percentage ('{fraction:g}%')")
+            raise BudgetError(f"{where}: {show_toml(value)} is more than 1: write a percentage ('{fraction:g}%')")
         scale = 1.0
     if scale is None:
-        raise BudgetError(f"{where}: unknown unit {unit!r} in {_show(value)}: expected {hint}")
+        raise BudgetError(f"{where}: unknown unit {unit!r} in {show_toml(value)}: expected {hint}")
     return scale
 
 
@@ -168,12 +168,6 @@ def format_quantity(value: float, kind: str) -> str:
     if kind == "energy":
         return joules(value)
     return si(value)
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)
 
 
 # --------------------------------------------------------------------------------------------- budget
@@ -298,79 +292,70 @@ def load_budget(path: str | Path) -> Budget:
 
 
 def parse_budget(data: bytes | str, label: str = "<budget>") -> Budget:
-    text = data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BudgetError(f"{label}: invalid TOML: {exc}") from None
-    for key in doc:
-        if key not in _TOP_KEYS:
-            raise BudgetError(f"{label}: {key}: unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    if "schema" not in doc:
-        raise BudgetError(f"{label}: schema: missing required key (schema = {SCHEMA_VERSION})")
-    if type(doc["schema"]) is not int or doc["schema"] != SCHEMA_VERSION:
-        raise BudgetError(f"{label}: schema: must be {SCHEMA_VERSION}, got {_show(doc['schema'])}")
+    """Validate a budget file's text (``label`` names it in errors)."""
+    reader = TomlReader(label, BudgetError, show=show_toml)
+    doc = reader.load(data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data)
+    reader.refuse_unknown(doc, _TOP_KEYS)
+    reader.require(doc, ("schema",), hint=f" (schema = {SCHEMA_VERSION})")
+    reader.schema(doc["schema"], SCHEMA_VERSION)
     for key in ("name", "description"):
-        if key in doc and not isinstance(doc[key], str):
-            raise BudgetError(f"{label}: {key}: must be a string, got {_show(doc[key])}")
+        if key in doc:
+            reader.string(doc[key], key)
+    values: dict[str, Any] = {"source": label, **_limits(doc, reader)}
+    if "allow_unsupported" in doc:
+        values["allow_unsupported"] = reader.boolean(doc["allow_unsupported"], "allow_unsupported")
+    findings = reader.table(doc.get("findings", {}), "findings")
+    reader.refuse_unknown(findings, _FINDING_KEYS, "findings")
+    if "fail_on" in findings:
+        values["fail_on"] = _fail_on(findings["fail_on"], reader.where("findings.fail_on"))
+    lists = {}
+    for key in ("fail", "allow", "ignore"):
+        raw = findings.get(key, [])
+        if not isinstance(raw, list):
+            raise reader.fail(f"findings.{key}", f"must be a list of finding ids, got {show_toml(raw)}")
+        lists[key] = _ids(raw, reader.where(f"findings.{key}"))
+    _disjoint(lists, reader.where("findings"))
+    return Budget(**values, **lists)
 
-    values: dict[str, Any] = {"source": label}
+
+def _limits(doc: Mapping[str, Any], reader: TomlReader) -> dict[str, Any]:
+    """The file's limits (and ``max_slowdown``); ``max_latency`` as a table by platform (one value: default)."""
+    values: dict[str, Any] = {}
     for spec in (*LIMITS, SLOWDOWN):
         if spec.key not in doc:
             continue
         raw = doc[spec.key]
         if spec.key == "max_latency" and isinstance(raw, dict):
             if not raw:
-                raise BudgetError(f'{label}: max_latency: empty table: give platform = "<duration>" entries')
+                raise reader.fail("max_latency", 'empty table: give platform = "<duration>" entries')
             values["max_latency"] = {
-                name.lower(): _limit(value, spec.kind, f"{label}: max_latency.{name}") for name, value in raw.items()
+                name.lower(): _limit(value, spec.kind, reader.where(f"max_latency.{name}"))
+                for name, value in raw.items()
             }
         elif spec.key == "max_latency":
-            values["max_latency"] = {"default": _limit(raw, spec.kind, f"{label}: max_latency")}
+            values["max_latency"] = {"default": _limit(raw, spec.kind, reader.where("max_latency"))}
         else:
-            values[spec.key] = _limit(raw, spec.kind, f"{label}: {spec.key}")
-    if "allow_unsupported" in doc:
-        if not isinstance(doc["allow_unsupported"], bool):
-            raise BudgetError(
-                f"{label}: allow_unsupported: must be true or false, got {_show(doc['allow_unsupported'])}"
-            )
-        values["allow_unsupported"] = doc["allow_unsupported"]
-
-    findings = doc.get("findings", {})
-    if not isinstance(findings, dict):
-        raise BudgetError(f"{label}: findings: must be a table, got {_show(findings)}")
-    for key in findings:
-        if key not in _FINDING_KEYS:
-            raise BudgetError(f"{label}: findings.{key}: unknown key (allowed: {', '.join(sorted(_FINDING_KEYS))})")
-    if "fail_on" in findings:
-        values["fail_on"] = _fail_on(findings["fail_on"], f"{label}: findings.fail_on")
-    lists = {}
-    for key in ("fail", "allow", "ignore"):
-        raw = findings.get(key, [])
-        if not isinstance(raw, list):
-            raise BudgetError(f"{label}: findings.{key}: must be a list of finding ids, got {_show(raw)}")
-        lists[key] = _ids(raw, f"{label}: findings.{key}")
-    _disjoint(lists, f"{label}: findings")
-    return Budget(**values, **lists)
+            values[spec.key] = _limit(raw, spec.kind, reader.where(spec.key))
+    return values
 
 
 def _limit(value: Any, kind: str, where: str) -> Limit:
     number = parse_quantity(value, kind, where)
     if number < 0:
-        raise BudgetError(f"{where}: must not be negative, got {_show(value)}")
+        raise BudgetError(f"{where}: must not be negative, got {show_toml(value)}")
     return Limit(number, value.strip() if isinstance(value, str) else format_quantity(number, kind))
 
 
 def _fail_on(value: Any, where: str) -> str:
     if value not in FAIL_ON:
-        raise BudgetError(f"{where}: must be one of {', '.join(FAIL_ON)}, got {_show(value)}")
+        raise BudgetError(f"{where}: must be one of {', '.join(FAIL_ON)}, got {show_toml(value)}")
     return value
 
 
 def _ids(values: Sequence[Any], where: str) -> frozenset[str]:
     for value in values:
         if not isinstance(value, str) or value.upper() not in RULES:
-            raise BudgetError(f"{where}: unknown finding id {_show(value)} (known: {', '.join(RULES)})")
+            raise BudgetError(f"{where}: unknown finding id {show_toml(value)} (known: {', '.join(RULES)})")
     return frozenset(v.upper() for v in values)
 
 

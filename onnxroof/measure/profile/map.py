@@ -69,109 +69,18 @@ def map_optimized_nodes(original: onnx.GraphProto, optimized: onnx.GraphProto) -
        consumer. Nodes that compute only on constants (or shapes) stay
        unclaimed: onnxruntime folded them.
     """
-    nodes = list(original.node)
-    producer: dict[str, int] = {}
-    consumers: dict[str, list[int]] = defaultdict(list)
-    for index, node in enumerate(nodes):
-        for name in node.output:
-            if name:
-                producer[name] = index
-        for name in node.input:
-            if name:
-                consumers[name].append(index)
-    initializers = {t.name for t in original.initializer}
-    graph_inputs = {v.name for v in original.input} - initializers
-    known = set(producer) | initializers | graph_inputs
-    constant = _constant_nodes(nodes, initializers)
-    by_name: dict[str, list[int]] = defaultdict(list)
-    for index, node in enumerate(nodes):
-        if node.name:
-            by_name[node.name].append(index)
-
-    def canonical(name: str) -> str | None:
-        if name in known:
-            return name
-        if name.endswith(_NCHWC_SUFFIX) and name[: -len(_NCHWC_SUFFIX)] in known:
-            return name[: -len(_NCHWC_SUFFIX)]
-        return None
-
+    graph = _OriginalGraph.index(original)
     opt_nodes = list(optimized.node)
-    seeds: list[tuple[list[int], str]] = []
-    for node in opt_nodes:
-        found: list[int] = []
-        how = ""
-        outs = [c for c in (canonical(o) for o in node.output if o) if c is not None]
-        if node.op_type not in INSERTED_TYPES:
-            exact = [i for i in by_name.get(node.name, []) if nodes[i].op_type == node.op_type]
-            found = [producer[t] for t in outs if t in producer]
-            how = "output tensor names" if found else ""
-            if node.op_type in _VIEW_TYPES:  # a reshape keeps a fused node's output name: not its computation
-                found = [i for i in found if nodes[i].op_type == node.op_type]
-            if not found and node.name:
-                base = canonical(node.name)
-                if base is not None and base in producer:
-                    found, how = [producer[base]], "node name (NCHWc tensor)"
-            if not found and exact:
-                found, how = exact, "node name"
-            if not found and node.name:
-                prefix = _name_prefix(node.name, by_name)
-                if prefix is not None:
-                    found, how = by_name[prefix], f"node name (fusion of '{prefix}')"
-        seeds.append((found, how))
+    seeds = [_seed(node, graph) for node in opt_nodes]
     seeded = {i for found, _ in seeds for i in found}
-
     claimed: dict[int, int] = {}  # original node -> optimized node position
     regions: list[list[int]] = []
     for position, (node, (found, _)) in enumerate(zip(opt_nodes, seeds, strict=True)):
-        own_inputs = {c for c in (canonical(i) for i in node.input if i) if c is not None}
-        anchors = _ANCHOR_TYPES.get(node.op_type, frozenset({node.op_type}))
-        region: list[int] = []
-        stack = [i for i in found if i not in claimed]
-        while stack:
-            index = stack.pop()
-            if index in claimed or index in region:
-                continue
-            region.append(index)
-            current = nodes[index]
-            at_anchor = current.op_type in anchors
-            for name in current.input:
-                if not name or name in own_inputs or name not in producer:
-                    continue
-                source = producer[name]
-                if source in claimed or source in region:
-                    continue
-                if at_anchor and source not in constant:
-                    continue
-                if source in seeded and source not in found and source not in constant:
-                    continue
-                stack.append(source)
+        region = _region(node, found, graph, seeded, claimed)
         for index in region:
             claimed[index] = position
         regions.append(region)
-
-    # absorption: data-dependent original nodes nobody claimed were fused into a neighbour
-    for index, node in enumerate(nodes):
-        if index in claimed or index in constant:
-            continue
-        candidates = [
-            (len(consumers[name]) == 1, claimed[producer[name]])
-            for name in node.input
-            if name in producer and producer[name] in claimed
-        ]
-        if candidates:
-            target = max(candidates)[1]
-        else:
-            after = [claimed[c] for name in node.output for c in consumers.get(name, []) if c in claimed]
-            if not after:
-                continue
-            target = min(after)
-        claimed[index] = target
-        regions[target].append(index)
-
-    subgraph_parent: dict[str, str] = {}
-    for node in opt_nodes:
-        for inner in _subgraph_node_names(node):
-            subgraph_parent.setdefault(inner, node.name)
+    _absorb(graph, claimed, regions)
     mapped = tuple(
         OptimizedNode(
             node.name,
@@ -182,8 +91,167 @@ def map_optimized_nodes(original: onnx.GraphProto, optimized: onnx.GraphProto) -
         )
         for node, region, (_, how) in zip(opt_nodes, regions, seeds, strict=True)
     )
-    unclaimed = tuple(i for i in range(len(nodes)) if i not in claimed)
-    return NodeMapping(mapped, unclaimed, subgraph_parent)
+    unclaimed = tuple(i for i in range(len(graph.nodes)) if i not in claimed)
+    return NodeMapping(mapped, unclaimed, _subgraph_parents(opt_nodes))
+
+
+@dataclass(frozen=True)
+class _OriginalGraph:
+    """Lookups over the original graph: who produces and consumes each tensor, which nodes are constant."""
+
+    nodes: list[onnx.NodeProto]
+    producer: dict[str, int]
+    consumers: dict[str, list[int]]
+    known: set[str]  # every tensor name: node outputs, initializers, graph inputs
+    constant: set[int]  # nodes that compute only on constants (see :func:`_constant_nodes`)
+    by_name: dict[str, list[int]]
+
+    @staticmethod
+    def index(graph: onnx.GraphProto) -> _OriginalGraph:
+        nodes = list(graph.node)
+        producer: dict[str, int] = {}
+        consumers: dict[str, list[int]] = defaultdict(list)
+        by_name: dict[str, list[int]] = defaultdict(list)
+        for index, node in enumerate(nodes):
+            producer.update((name, index) for name in node.output if name)
+            for name in node.input:
+                if name:
+                    consumers[name].append(index)
+            if node.name:
+                by_name[node.name].append(index)
+        initializers = {t.name for t in graph.initializer}
+        graph_inputs = {v.name for v in graph.input} - initializers
+        known = set(producer) | initializers | graph_inputs
+        return _OriginalGraph(nodes, producer, consumers, known, _constant_nodes(nodes, initializers), by_name)
+
+    def canonical(self, name: str) -> str | None:
+        """The original tensor an optimized graph's tensor name stands for (``<tensor>_nchwc`` → ``<tensor>``)."""
+        if name in self.known:
+            return name
+        if name.endswith(_NCHWC_SUFFIX) and name[: -len(_NCHWC_SUFFIX)] in self.known:
+            return name[: -len(_NCHWC_SUFFIX)]
+        return None
+
+    def canonical_all(self, names: Iterable[str]) -> list[str]:
+        return [c for c in (self.canonical(name) for name in names if name) if c is not None]
+
+
+# ----------------------------------------------------------------------------------------------- seeds
+
+_Seed = tuple[list[int], str]  # the original nodes found, and how
+
+
+def _seed_by_outputs(node: onnx.NodeProto, graph: _OriginalGraph) -> _Seed:
+    """The producers of the optimized node's outputs (a view's only if of its own type: a reshape keeps a
+    fused node's output name, not its computation)."""
+    found = [graph.producer[t] for t in graph.canonical_all(node.output) if t in graph.producer]
+    if node.op_type in _VIEW_TYPES:
+        found = [i for i in found if graph.nodes[i].op_type == node.op_type]
+    return found, "output tensor names"
+
+
+def _seed_by_nchwc_name(node: onnx.NodeProto, graph: _OriginalGraph) -> _Seed:
+    """The producer of the tensor an NCHWc node is named after."""
+    base = graph.canonical(node.name) if node.name else None
+    return ([graph.producer[base]] if base is not None and base in graph.producer else []), "node name (NCHWc tensor)"
+
+
+def _seed_by_exact_name(node: onnx.NodeProto, graph: _OriginalGraph) -> _Seed:
+    """Original nodes of the same name and op type."""
+    return [i for i in graph.by_name.get(node.name, []) if graph.nodes[i].op_type == node.op_type], "node name"
+
+
+def _seed_by_fusion_name(node: onnx.NodeProto, graph: _OriginalGraph) -> _Seed:
+    """The original nodes ``<name>`` of a fusion onnxruntime names ``<name>/<FusionName>``."""
+    prefix = _name_prefix(node.name, graph.by_name) if node.name else None
+    return (graph.by_name[prefix] if prefix is not None else []), f"node name (fusion of '{prefix}')"
+
+
+#: The seeding rules, tried in order: the first that finds original nodes wins.
+_SEED_RULES = (_seed_by_outputs, _seed_by_nchwc_name, _seed_by_exact_name, _seed_by_fusion_name)
+
+
+def _seed(node: onnx.NodeProto, graph: _OriginalGraph) -> _Seed:
+    """The original nodes an optimized node certainly runs, and how they were found (none if inserted)."""
+    if node.op_type in INSERTED_TYPES:
+        return [], ""
+    for rule in _SEED_RULES:
+        found, how = rule(node, graph)
+        if found:
+            return found, how
+    return [], ""
+
+
+# --------------------------------------------------------------------------------------------- regions
+
+
+def _region(
+    node: onnx.NodeProto, found: list[int], graph: _OriginalGraph, seeded: set[int], claimed: Mapping[int, int]
+) -> list[int]:
+    """The unclaimed original nodes reached backwards from ``node``'s seeds (see step 2 of the docs)."""
+    own_inputs = set(graph.canonical_all(node.input))
+    anchors = _ANCHOR_TYPES.get(node.op_type, frozenset({node.op_type}))
+    region: list[int] = []
+    stack = [i for i in found if i not in claimed]
+    while stack:
+        index = stack.pop()
+        if index in claimed or index in region:
+            continue
+        region.append(index)
+        current = graph.nodes[index]
+        at_anchor = current.op_type in anchors
+        for name in current.input:
+            if not name or name in own_inputs or name not in graph.producer:
+                continue
+            source = graph.producer[name]
+            if source in claimed or source in region:
+                continue
+            if _stops_at(source, at_anchor, found, graph, seeded):
+                continue
+            stack.append(source)
+    return region
+
+
+def _stops_at(source: int, at_anchor: bool, found: list[int], graph: _OriginalGraph, seeded: set[int]) -> bool:
+    """Whether the walk stops before ``source``: past the anchor only constants are followed, and a node
+    another optimized node seeds is that node's (unless constant)."""
+    if source in graph.constant:
+        return False
+    return at_anchor or (source in seeded and source not in found)
+
+
+def _absorb(graph: _OriginalGraph, claimed: dict[int, int], regions: list[list[int]]) -> None:
+    """Data-dependent original nodes nobody claimed were fused into a neighbour: each joins it."""
+    for index, node in enumerate(graph.nodes):
+        if index in claimed or index in graph.constant:
+            continue
+        target = _absorbing_node(node, graph, claimed)
+        if target is not None:
+            claimed[index] = target
+            regions[target].append(index)
+
+
+def _absorbing_node(node: onnx.NodeProto, graph: _OriginalGraph, claimed: Mapping[int, int]) -> int | None:
+    """The optimized node that absorbed ``node``: its producer's (one that feeds only it first, then the one run
+    last), else its first consumer's; None if neither is claimed."""
+    candidates = [
+        (len(graph.consumers[name]) == 1, claimed[graph.producer[name]])
+        for name in node.input
+        if name in graph.producer and graph.producer[name] in claimed
+    ]
+    if candidates:
+        return max(candidates)[1]
+    after = [claimed[c] for name in node.output for c in graph.consumers.get(name, []) if c in claimed]
+    return min(after) if after else None
+
+
+def _subgraph_parents(opt_nodes: Sequence[onnx.NodeProto]) -> dict[str, str]:
+    """The name of each node in an optimized node's bodies -> that node's name (the first, if several)."""
+    parent: dict[str, str] = {}
+    for node in opt_nodes:
+        for inner in _subgraph_node_names(node):
+            parent.setdefault(inner, node.name)
+    return parent
 
 
 def _name_prefix(name: str, by_name: Mapping[str, list[int]]) -> str | None:
