@@ -129,7 +129,7 @@ def check(
     debug: DebugOption = False,
 ) -> None:
     """Check MODELS against a budget on a platform: exit 0 pass, 1 violated, 2 bad input."""
-    from onnxroof.gate.batch import check_models
+    from onnxroof.fleet.batch import check_models
     from onnxroof.gate.budget import Budget, BudgetError, load_budget
     from onnxroof.gate.check import CheckSettings, overall_exit_code
     from onnxroof.load.reader import parse_dim_bindings

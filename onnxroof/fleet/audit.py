@@ -1,0 +1,186 @@
+"""``onnxroof audit``: every model of a registry on every platform, into one table, with a result cache.
+
+The client (this process) expands the paths, loads and hashes the platforms and budgets, identifies each model
+(:mod:`onnxroof.fleet.identity`: content sha256, symbols, external files), looks every (model, platform) up in
+the cache (:mod:`onnxroof.fleet.cache`), and sends only the misses to the engine
+(:mod:`onnxroof.fleet.engine`: Dask by default). Workers analyze (:func:`onnxroof.fleet.task.analyze_task`) and
+return figures; the client stores them as they arrive (an interrupted run keeps what finished), computes the
+budget verdicts and builds the table (:mod:`onnxroof.fleet.table`). A model that cannot be analyzed is an error
+row; only bad usage (an unknown platform, a bad budget or manifest) raises.
+
+A ``--dim`` applies to the models whose inputs have that symbol; a manifest's dims apply to their model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onnxroof.fleet.cache import ResultCache, digest, result_key
+from onnxroof.fleet.engine import Engine, EngineKind, TaskFailure, run
+from onnxroof.fleet.identity import identify
+from onnxroof.fleet.manifest import ModelEntry, expand_paths
+from onnxroof.fleet.table import Status, make_row, to_frame
+from onnxroof.fleet.task import ErrorKind, analyze_task, cacheable, error_figures
+from onnxroof.gate.budget import Budget, load_budget
+from onnxroof.platform.lookup import load_platform
+from onnxroof.platform.model import Platform
+
+#: Called as each analysis finishes: (model path, analyses done, analyses in all).
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """How every model is analyzed: platforms (names or TOML paths), dims, precision, fusion, a budget file."""
+
+    platforms: tuple[str, ...] = ("xavier",)
+    dims: Mapping[str, int] = field(default_factory=dict)
+    precision: str | None = None
+    fusion: str | None = None
+    budget: Path | None = None
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The table and how it was made: analyses run, rows from the cache, where the cache lives."""
+
+    table: Any  # pandas.DataFrame, one row per model × platform (see onnxroof.fleet.table.COLUMNS)
+    analyzed: int
+    cached: int
+    unreadable: int
+    elapsed_s: float
+    cache: str
+    engine: str
+
+    @property
+    def exit_code(self) -> int:
+        """0 every row ok; 1 some row violated its budget or could not be analyzed."""
+        return 0 if (self.table["status"] == Status.ok.value).all() else 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    platform: Platform
+    spec: str
+    hash: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.platform.name, *self.platform.aliases)
+
+
+def audit(
+    paths: Sequence[Path],
+    options: AuditOptions,
+    *,
+    engine: Engine | None = None,
+    cache: ResultCache | None = None,
+    progress: Progress | None = None,
+) -> AuditResult:
+    """Audit every model the ``paths`` name (files, folders, manifests) on every platform of ``options``."""
+    import onnxroof
+
+    start = time.perf_counter()
+    engine = engine or Engine(EngineKind.dask_local, 2)
+    cache = cache or ResultCache(None)
+    targets = _targets(options)
+    entries = expand_paths(paths)
+    budgets = _budgets(entries, options.budget, targets)
+    rows: list[dict[str, Any] | None] = []
+    pending: dict[str, list[tuple[int, dict, _Target, Budget | None]]] = {}
+    tasks: list[tuple] = []
+    keys: list[str] = []
+    cached = 0
+    for entry in entries:
+        budget = budgets.get(entry.budget or "")
+        try:
+            identity = identify(entry.path, cache)
+        except OSError as exc:
+            message = f"{entry.path}: cannot read: {exc.strerror or exc}"
+            for target in targets:
+                base = _base(entry, "", target, {}, options, onnxroof.__version__)
+                rows.append(make_row(base, error_figures(message, ErrorKind.input), target.names, budget, False))
+            continue
+        dims = {k: v for k, v in options.dims.items() if k in identity.symbols} | dict(entry.dims)
+        for target in targets:
+            base = _base(entry, identity.sha256, target, dims, options, onnxroof.__version__)
+            settings = {"dims": dims, "precision": options.precision, "fusion": options.fusion}
+            key = result_key(identity.sha256, identity.external, onnxroof.__version__, target.hash, settings)
+            figures = cache.get(key)
+            if figures is not None:
+                cached += 1
+                rows.append(make_row(base, figures, target.names, budget, True))
+                continue
+            rows.append(None)
+            if key not in pending:
+                keys.append(key)
+                tasks.append((entry.path, target.spec, dims, options.precision, options.fusion))
+            pending.setdefault(key, []).append((len(rows) - 1, base, target, budget))
+    unreadable = 0
+    try:
+        for done, (k, outcome) in enumerate(run(analyze_task, tasks, engine), start=1):
+            figures = outcome
+            if isinstance(outcome, TaskFailure):
+                figures = error_figures(f"internal error: {outcome.message}", ErrorKind.internal)
+            elif cacheable(figures):
+                cache.put(keys[k], figures)
+            unreadable += figures.get("error_kind") == ErrorKind.unreadable.value
+            for index, base, target, budget in pending[keys[k]]:
+                rows[index] = make_row(base, figures, target.names, budget, False)
+            if progress is not None:
+                progress(tasks[k][0], done, len(tasks))
+    finally:
+        cache.flush()
+    return AuditResult(
+        table=to_frame(rows),
+        analyzed=len(tasks),
+        cached=cached,
+        unreadable=unreadable,
+        elapsed_s=time.perf_counter() - start,
+        cache=cache.location,
+        engine=engine.describe if tasks else "none (nothing to analyze)",
+    )
+
+
+def _targets(options: AuditOptions) -> list[_Target]:
+    """The platforms, loaded once here (a bad one raises before any model runs), each with its hash."""
+    targets: dict[str, _Target] = {}
+    for spec in options.platforms:
+        platform = load_platform(spec)
+        if options.precision is not None:
+            platform.peak(options.precision)
+        targets.setdefault(platform.name, _Target(platform, spec, digest(platform)))
+    return list(targets.values())
+
+
+def _budgets(entries: Sequence[ModelEntry], default: Path | None, targets: Sequence[_Target]) -> dict[str, Budget]:
+    """Every budget file named, loaded once and checked against every platform; ``""`` is the default one."""
+    budgets: dict[str, Budget] = {}
+    if default is not None:
+        budgets[""] = load_budget(default)
+    for entry in entries:
+        if entry.budget and entry.budget not in budgets:
+            budgets[entry.budget] = load_budget(entry.budget)
+    for budget in budgets.values():
+        for target in targets:
+            budget.latency_limit(target.names)  # a per-platform latency without this platform fails now
+    return budgets
+
+
+def _base(
+    entry: ModelEntry, sha: str, target: _Target, dims: Mapping[str, int], options: AuditOptions, version: str
+) -> dict[str, Any]:
+    return {
+        "model": entry.path,
+        "name": entry.name,
+        "sha256": sha or None,
+        "platform": target.platform.name,
+        "dims": " ".join(f"{k}={v}" for k, v in sorted(dims.items())) or None,
+        "precision": options.precision,
+        "fusion": options.fusion or target.platform.fusion_profile,
+        "onnxroof_version": version,
+    }
