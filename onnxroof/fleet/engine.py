@@ -159,7 +159,7 @@ class _client:
                 n_workers=self.engine.workers,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",
                 silence_logs=logging.ERROR,
             )
             self.client = Client(self.cluster)
