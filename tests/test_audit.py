@@ -256,3 +256,11 @@ def _wait_for_port(port: int, timeout_s: float) -> None:
                 return
         time.sleep(0.2)
     raise TimeoutError(f"the Dask scheduler did not open port {port} within {timeout_s} s")
+
+
+def test_the_dask_engine_keeps_a_bounded_window(cluster, monkeypatch) -> None:
+    from onnxroof.fleet import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "MAX_IN_FLIGHT", 3)
+    done = dict(engine_module.run(abs, [(-i,) for i in range(10)], cluster))
+    assert done == {i: i for i in range(10)}

@@ -26,6 +26,8 @@ from onnxroof.core.errors import OnnxroofError
 
 DASK_HINT = "pip install onnxroof[dask]"
 CONNECT_TIMEOUT_S = 20
+#: Tasks submitted to Dask at once; the rest wait on this client (bounds the scheduler's and client's memory).
+MAX_IN_FLIGHT = 10_000
 
 
 class MissingExtra(OnnxroofError):
@@ -118,29 +120,44 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], workers: int) -> I
 
 
 def _run_dask(fn: Callable[..., Any], tasks: Sequence[tuple], engine: Engine) -> Iterator[tuple[int, Any]]:
+    """At most :data:`MAX_IN_FLIGHT` tasks are submitted at once; each one finished makes room for the next, so
+    that the scheduler and this client hold a bounded number of futures whatever the batch's size."""
     require_dask()
     from dask.distributed import as_completed as dask_completed
 
     batch = uuid.uuid4().hex[:12]
     with _client(engine) as client:
-        futures = [
-            client.submit(fn, *args, key=f"onnxroof-{batch}-{index}", pure=False, retries=0)
-            for index, args in enumerate(tasks)
-        ]
-        index_of = {future.key: index for index, future in enumerate(futures)}
+
+        def submit(index: int):
+            return client.submit(fn, *tasks[index], key=f"onnxroof-{batch}-{index}", pure=False, retries=0)
+
+        first = min(MAX_IN_FLIGHT, len(tasks))
+        live = {index: submit(index) for index in range(first)}
+        index_of = {future.key: index for index, future in live.items()}
+        following = iter(range(first, len(tasks)))
+        finished = dask_completed(list(live.values()))
         try:
-            for future in dask_completed(futures):
-                index = index_of[future.key]
-                if future.status == "error":
-                    exc = future.exception()
-                    yield index, TaskFailure(f"Dask task failed: {type(exc).__name__}: {exc}")
-                elif future.status == "cancelled":
-                    yield index, TaskFailure("Dask task cancelled (was a worker lost?)")
-                else:
-                    yield index, future.result()
+            for future in finished:
+                index = index_of.pop(future.key)
+                del live[index]
+                yield index, _outcome(future)
                 future.release()
+                upcoming = next(following, None)
+                if upcoming is not None:
+                    live[upcoming] = submit(upcoming)
+                    index_of[live[upcoming].key] = upcoming
+                    finished.add(live[upcoming])
         finally:
-            client.cancel([f for f in futures if not f.done()])
+            client.cancel(list(live.values()))
+
+
+def _outcome(future) -> Any:
+    if future.status == "error":
+        exc = future.exception()
+        return TaskFailure(f"Dask task failed: {type(exc).__name__}: {exc}")
+    if future.status == "cancelled":
+        return TaskFailure("Dask task cancelled (was a worker lost?)")
+    return future.result()
 
 
 class _client:
