@@ -4,7 +4,7 @@ analyzes nothing.
 Two tables:
 
 * ``results``: the figures of one (model content, external data identity, onnxroof version, platform
-  definition, options) — see :func:`result_key` — as a JSON object. Budgets are not in the key: verdicts are
+  definition, options) — see :func:`result_key` — as a zlib-compressed JSON object (about 1 KB). Budgets are not in the key: verdicts are
   recomputed from the cached figures, so changing a budget re-analyzes nothing.
 * ``files``: what a model file was the last time it was seen (path, size, mtime) → its content sha256, its
   symbolic input dims and its external-data locations. A file whose size and mtime are unchanged is not read
@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import zlib
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from pathlib import Path
@@ -94,7 +95,7 @@ class ResultCache:
             folder.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(folder / CACHE_FILE, timeout=60)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, figures TEXT NOT NULL)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, figures BLOB NOT NULL)")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, "
                 "sha256 TEXT, facts TEXT)"
@@ -115,12 +116,13 @@ class ResultCache:
         if self._db is None:
             return None
         row = self._db.execute("SELECT figures FROM results WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return json.loads(zlib.decompress(row[0])) if row else None
 
     def put(self, key: str, figures: Mapping[str, Any]) -> None:
         if self._db is None:
             return
-        self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?)", (key, json.dumps(figures)))
+        packed = zlib.compress(json.dumps(figures).encode("utf-8"))
+        self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?)", (key, packed))
         self._tick()
 
     def file_facts(self, path: str, size: int, mtime_ns: int) -> tuple[str, dict[str, Any]] | None:
