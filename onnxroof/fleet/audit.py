@@ -82,68 +82,94 @@ def audit(
     progress: Progress | None = None,
 ) -> AuditResult:
     """Audit every model the ``paths`` name (files, folders, manifests) on every platform of ``options``."""
-    import onnxroof
-
     start = time.perf_counter()
     engine = engine or Engine(EngineKind.dask_local, 2)
     cache = cache or ResultCache(None)
     targets = _targets(options)
     entries = expand_paths(paths)
-    budgets = _budgets(entries, options.budget, targets)
-    rows: list[dict[str, Any] | None] = []
-    pending: dict[str, list[tuple[int, dict, _Target, Budget | None]]] = {}
-    tasks: list[tuple] = []
-    keys: list[str] = []
-    cached = 0
+    plan = _plan(entries, targets, _budgets(entries, options.budget, targets), options, cache)
+    try:
+        unreadable = _collect(plan, engine, cache, progress)
+    finally:
+        cache.flush()
+    return AuditResult(
+        table=to_frame(plan.rows),
+        analyzed=len(plan.tasks),
+        cached=plan.cached,
+        unreadable=unreadable,
+        elapsed_s=time.perf_counter() - start,
+        cache=cache.location,
+        engine=engine.describe if plan.tasks else "none (nothing to analyze)",
+    )
+
+
+@dataclass
+class _Plan:
+    """Rows (None where a task will fill them), the tasks (one per distinct cache key) and their keys, and for
+    each key the rows waiting on it: (row index, row base, platform, budget)."""
+
+    rows: list[dict[str, Any] | None] = field(default_factory=list)
+    tasks: list[tuple] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    waiting: dict[str, list[tuple[int, dict, _Target, Budget | None]]] = field(default_factory=dict)
+    cached: int = 0
+
+
+def _plan(
+    entries: Sequence[ModelEntry],
+    targets: Sequence[_Target],
+    budgets: Mapping[str, Budget],
+    options: AuditOptions,
+    cache: ResultCache,
+) -> _Plan:
+    """Every row from the cache that can come from it; a task for each distinct miss."""
+    import onnxroof
+
+    version = onnxroof.__version__
+    plan = _Plan()
     for entry in entries:
         budget = budgets.get(entry.budget or "")
         try:
             identity = identify(entry.path, cache)
         except OSError as exc:
-            message = f"{entry.path}: cannot read: {exc.strerror or exc}"
+            failed = error_figures(f"{entry.path}: cannot read: {exc.strerror or exc}", ErrorKind.input)
             for target in targets:
-                base = _base(entry, "", target, {}, options, onnxroof.__version__)
-                rows.append(make_row(base, error_figures(message, ErrorKind.input), target.names, budget, False))
+                base = _base(entry, "", target, {}, options, version)
+                plan.rows.append(make_row(base, failed, target.names, budget, False))
             continue
         dims = {k: v for k, v in options.dims.items() if k in identity.symbols} | dict(entry.dims)
+        settings = {"dims": dims, "precision": options.precision, "fusion": options.fusion}
         for target in targets:
-            base = _base(entry, identity.sha256, target, dims, options, onnxroof.__version__)
-            settings = {"dims": dims, "precision": options.precision, "fusion": options.fusion}
-            key = result_key(identity.sha256, identity.external, onnxroof.__version__, target.hash, settings)
+            base = _base(entry, identity.sha256, target, dims, options, version)
+            key = result_key(identity.sha256, identity.external, version, target.hash, settings)
             figures = cache.get(key)
             if figures is not None:
-                cached += 1
-                rows.append(make_row(base, figures, target.names, budget, True))
+                plan.cached += 1
+                plan.rows.append(make_row(base, figures, target.names, budget, True))
                 continue
-            rows.append(None)
-            if key not in pending:
-                keys.append(key)
-                tasks.append((entry.path, target.spec, dims, options.precision, options.fusion))
-            pending.setdefault(key, []).append((len(rows) - 1, base, target, budget))
+            plan.rows.append(None)
+            if key not in plan.waiting:
+                plan.keys.append(key)
+                plan.tasks.append((entry.path, target.spec, dims, options.precision, options.fusion))
+            plan.waiting.setdefault(key, []).append((len(plan.rows) - 1, base, target, budget))
+    return plan
+
+
+def _collect(plan: _Plan, engine: Engine, cache: ResultCache, progress: Progress | None) -> int:
+    """Run the plan's tasks; fill their rows and the cache as results arrive. Returns the unreadable count."""
     unreadable = 0
-    try:
-        for done, (k, outcome) in enumerate(run(analyze_task, tasks, engine), start=1):
-            figures = outcome
-            if isinstance(outcome, TaskFailure):
-                figures = error_figures(f"internal error: {outcome.message}", ErrorKind.internal)
-            elif cacheable(figures):
-                cache.put(keys[k], figures)
-            unreadable += figures.get("error_kind") == ErrorKind.unreadable.value
-            for index, base, target, budget in pending[keys[k]]:
-                rows[index] = make_row(base, figures, target.names, budget, False)
-            if progress is not None:
-                progress(tasks[k][0], done, len(tasks))
-    finally:
-        cache.flush()
-    return AuditResult(
-        table=to_frame(rows),
-        analyzed=len(tasks),
-        cached=cached,
-        unreadable=unreadable,
-        elapsed_s=time.perf_counter() - start,
-        cache=cache.location,
-        engine=engine.describe if tasks else "none (nothing to analyze)",
-    )
+    for done, (k, outcome) in enumerate(run(analyze_task, plan.tasks, engine), start=1):
+        figures = outcome
+        if isinstance(outcome, TaskFailure):
+            figures = error_figures(f"internal error: {outcome.message}", ErrorKind.internal)
+        elif cacheable(figures):
+            cache.put(plan.keys[k], figures)
+        unreadable += figures.get("error_kind") == ErrorKind.unreadable.value
+        for index, base, target, budget in plan.waiting[plan.keys[k]]:
+            plan.rows[index] = make_row(base, figures, target.names, budget, False)
+        if progress is not None:
+            progress(plan.tasks[k][0], done, len(plan.tasks))
+    return unreadable
 
 
 def _targets(options: AuditOptions) -> list[_Target]:

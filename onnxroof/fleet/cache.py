@@ -4,8 +4,9 @@ analyzes nothing.
 Two tables:
 
 * ``results``: the figures of one (model content, external data identity, onnxroof version, platform
-  definition, options) — see :func:`result_key` — as a zlib-compressed JSON object (about 1 KB). Budgets are not in the key: verdicts are
-  recomputed from the cached figures, so changing a budget re-analyzes nothing.
+  definition, options) — see :func:`result_key` — as a zlib-compressed JSON object (about 1.5 KB). Budgets
+  are not in the key: verdicts are recomputed from the cached figures, so changing a budget re-analyzes
+  nothing.
 * ``files``: what a model file was the last time it was seen (path, size, mtime) → its content sha256, its
   symbolic input dims and its external-data locations. A file whose size and mtime are unchanged is not read
   again; one that changed is hashed again (the .onnx file only: external weight files are identified by their
