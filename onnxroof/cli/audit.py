@@ -46,7 +46,9 @@ def audit(
     ] = None,
     workers: Annotated[
         int | None,
-        typer.Option("--workers", "-w", help="Worker processes of the embedded Dask cluster.", min=1),
+        typer.Option(
+            "--workers", "-w", help="Processes of the embedded Dask cluster (default: CPUs, at most 4).", min=1
+        ),
     ] = None,
     scheduler: Annotated[
         str | None,
@@ -62,7 +64,7 @@ def audit(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Analyze everything; read and write no cache.")] = False,
     debug: DebugOption = False,
 ) -> None:
-    """Audit MODELS on every --platform into one table (a row per model × platform), on Dask."""
+    """Audit the models of PATHS on every --platform into one table (a row per model × platform), on Dask."""
     from onnxroof.fleet.audit import AuditOptions
     from onnxroof.fleet.audit import audit as run_audit
     from onnxroof.fleet.cache import ResultCache, default_cache_dir

@@ -73,12 +73,17 @@ def summary_line(result: AuditResult) -> str:
     statuses = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("ok", "violated", "error"))
     analyzed = f"{result.analyzed} analyzed on {result.engine}" if result.analyzed else "nothing analyzed (all cached)"
     return (
-        f"audit: {len(table)} rows ({models} models × {platforms} platforms): {statuses}; {analyzed}, "
+        f"audit: {len(table)} rows ({_count(models, 'model')} × {_count(platforms, 'platform')}): {statuses}; "
+        f"{analyzed}, "
         f"{result.cached} from the cache ({result.cache}) in {result.elapsed_s:.1f} s"
     )
 
 
 _HEADERS = ("model", "platform", "status", "latency", "FLOPs", "params", "peak act.", "mem-bound", "unsup.")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def render_audit_console(result: AuditResult, console: Console) -> None:
