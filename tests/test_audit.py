@@ -264,3 +264,40 @@ def test_the_dask_engine_keeps_a_bounded_window(cluster, monkeypatch) -> None:
     monkeypatch.setattr(engine_module, "MAX_IN_FLIGHT", 3)
     done = dict(engine_module.run(abs, [(-i,) for i in range(10)], cluster))
     assert done == {i: i for i in range(10)}
+
+
+def test_external_data_is_identified_not_read(tmp_path) -> None:
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((16, 8), dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+        [weight],
+    )
+    path = tmp_path / "ext.onnx"
+    onnx.save(helper.make_model(graph), path, save_as_external_data=True, location="w.bin", size_threshold=0)
+    options = AuditOptions(("xavier",), {"batch": 4, "seq": 3})
+
+    def once():
+        with ResultCache(tmp_path / "cache") as store:
+            return audit([path], options, engine=Engine(), cache=store)
+
+    first = once()
+    assert first.table.loc[0, "status"] == "ok" and first.table.loc[0, "dims"] == "batch=4"
+    assert first.table.loc[0, "params"] == 16 * 8
+    second = once()
+    assert (second.analyzed, second.cached) == (0, 1)
+    stamp = (tmp_path / "w.bin").stat().st_mtime_ns
+    os.utime(tmp_path / "w.bin", ns=(stamp + 10**9, stamp + 10**9))  # the weights changed: analyze again
+    assert once().analyzed == 1
+
+
+def test_a_bad_manifest_is_bad_usage(tmp_path) -> None:
+    (tmp_path / "models.toml").write_text('[[model]]\npath = "a.onnx"\nshape = "x:1,3"\n')
+    done = CliRunner().invoke(app, ["audit", str(tmp_path / "models.toml"), "--no-cache"])
+    assert done.exit_code == 2
+    assert "models.toml: model[0]: unknown key(s) ['shape']" in done.output
