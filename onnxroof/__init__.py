@@ -16,6 +16,8 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "analyze": "onnxroof.analysis.analyze",
+    "audit": "onnxroof.fleet.audit",
+    "AuditOptions": "onnxroof.fleet.audit",
     "Analysis": "onnxroof.analysis.analyze",
     "NodeResult": "onnxroof.analysis.analyze",
     "Totals": "onnxroof.analysis.totals",

@@ -14,6 +14,9 @@ from onnxroof.cli import (
     report,  # noqa: F401
     whatif,  # noqa: F401
 )
+
+# isort: split
+from onnxroof.cli import audit  # noqa: F401
 from onnxroof.cli.common import app
 
 # isort: on

@@ -126,10 +126,19 @@ def check(
     ] = None,
     output: OutputOption = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Models checked in parallel (processes).", min=1)] = 1,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            help="Check on a running Dask scheduler (tcp://host:8786 or its scheduler file) instead of local "
+            "processes; needs `pip install onnxroof[dask]` and the model paths visible to its workers.",
+            metavar="ADDRESS|FILE",
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Check MODELS against a budget on a platform: exit 0 pass, 1 violated, 2 bad input."""
-    from onnxroof.gate.batch import check_models
+    from onnxroof.fleet.batch import check_models
+    from onnxroof.fleet.engine import choose_engine
     from onnxroof.gate.budget import Budget, BudgetError, load_budget
     from onnxroof.gate.check import CheckSettings, overall_exit_code
     from onnxroof.load.reader import parse_dim_bindings
@@ -161,7 +170,10 @@ def check(
         )
         settings = CheckSettings(platform, parse_dim_bindings(dim or []), precision, fusion)
         with progress_bar("checking") as progress:
-            checks = check_models(models, rules, settings, baseline=baseline, jobs=jobs, debug=debug, progress=progress)
+            engine = choose_engine(workers=jobs, scheduler=scheduler)
+            checks = check_models(
+                models, rules, settings, baseline=baseline, engine=engine, debug=debug, progress=progress
+            )
         warnings = tuple(f"{c.path}: {warning}" for c in checks for warning in c.warnings)
         render_warnings(warnings, Console(stderr=True, highlight=False))
         if chosen is CheckFormat.json:

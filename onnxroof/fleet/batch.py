@@ -1,14 +1,15 @@
-"""Checking many models: paths expanded, the platform and budget validated once, models checked in order or in
-a pool of processes, a baseline entry picked per model. A model that fails makes its own row say error.
+"""Checking many models (``onnxroof check``): paths expanded, the platform and budget validated once, a baseline
+entry picked per model, the models checked on the batch engine (:mod:`onnxroof.fleet.engine`: this process, local
+processes, or a Dask cluster). A model that fails makes its own row say error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from onnxroof.fleet.engine import Engine, TaskFailure, choose_engine, run
 from onnxroof.gate.budget import EXIT_INTERNAL, Budget, BudgetError
 from onnxroof.gate.check import CheckSettings, ModelCheck, check_model, error_check
 from onnxroof.gate.diff import load_baseline, pick_baseline
@@ -39,6 +40,7 @@ def check_models(
     *,
     baseline: Path | None = None,
     jobs: int = 1,
+    engine: Engine | None = None,
     debug: bool = False,
     progress: Progress | None = None,
 ) -> list[ModelCheck]:
@@ -46,7 +48,8 @@ def check_models(
 
     A bad platform, precision or budget raises before any model runs; a model that cannot be analyzed (or
     has no entry in ``baseline``) gets an error row and the others still run. ``jobs`` > 1 checks in that
-    many processes; a worker that dies makes its model's row an internal error.
+    many processes, ``engine`` (when given) where it says; a worker that dies makes its model's row an
+    internal error.
     """
     target = load_platform(settings.platform)
     if settings.precision is not None:
@@ -64,27 +67,15 @@ def check_models(
                 results[i] = error_check(path, f"{baseline}: the baseline has no entry for this model")
                 continue
         tasks.append((i, path, previous))
-    total = len(tasks)
-    report = (lambda path, done: progress(path, done, total)) if progress else (lambda _path, _done: None)
-    if jobs > 1 and len(tasks) > 1:
-        _run_pool(tasks, budget, settings, min(jobs, len(tasks)), debug, results, report)
-    else:
-        for done, (i, path, previous) in enumerate(tasks, start=1):
-            results[i] = check_model(path, budget, settings, previous, debug)
-            report(path, done)
+    engine = engine or choose_engine(workers=jobs)
+    work = [(path, budget, settings, previous, debug) for _i, path, previous in tasks]
+    for done, (k, outcome) in enumerate(run(check_model, work, engine), start=1):
+        index, path, _previous = tasks[k]
+        if isinstance(outcome, TaskFailure):
+            if debug:
+                raise RuntimeError(f"{path}: {outcome.message}")
+            outcome = error_check(path, f"internal error: {outcome.message}", EXIT_INTERNAL)
+        results[index] = outcome
+        if progress is not None:
+            progress(path, done, len(tasks))
     return [results[i] for i in range(len(paths))]
-
-
-def _run_pool(tasks, budget, settings, workers: int, debug: bool, results: dict, report: Progress) -> None:
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(check_model, path, budget, settings, prev, debug): (i, path) for i, path, prev in tasks}
-        for done, future in enumerate(as_completed(futures), start=1):
-            index, path = futures[future]
-            try:
-                results[index] = future.result()
-            except Exception as exc:  # a worker died (killed, out of memory): its model's row says so
-                if debug:
-                    raise
-                message = f"internal error: worker process failed: {type(exc).__name__}: {exc}"
-                results[index] = error_check(path, message, EXIT_INTERNAL)
-            report(path, done)

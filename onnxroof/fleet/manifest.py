@@ -1,0 +1,132 @@
+"""What an audit covers: model files, folders searched for ``*.onnx``, and manifests giving per-model settings.
+
+A manifest is a CSV or TOML file listing models; relative paths are read from the manifest's folder.
+
+CSV: a header row with ``path`` (required) and optionally ``name``, ``dims`` (``batch=1 seq=16``, separated by
+spaces, commas or semicolons) and ``budget`` (a budget TOML file)::
+
+    path,name,dims,budget
+    models/encoder.onnx,encoder,batch=1 seq=128,budgets/encoder.toml
+
+TOML: one ``[[model]]`` table per model with the same keys (``dims`` an inline table)::
+
+    [[model]]
+    path = "models/encoder.onnx"
+    dims = { batch = 1, seq = 128 }
+    budget = "budgets/encoder.toml"
+
+A manifest's dims are the model's own: they override a command-line ``--dim`` of the same name. (Input shapes,
+``--shape``, are not supported yet.)
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onnxroof.core.errors import OnnxroofError
+from onnxroof.load.dims import parse_dim_bindings
+
+MANIFEST_SUFFIXES = (".csv", ".toml")
+_KEYS = frozenset({"path", "name", "dims", "budget"})
+
+
+class ManifestError(OnnxroofError):
+    """A manifest or an audit path is missing, malformed or names an unknown key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """One model to audit: its path, a display name, its own dims and budget file (from a manifest)."""
+
+    path: str
+    name: str
+    dims: Mapping[str, int] = field(default_factory=dict)
+    budget: str | None = None
+
+
+def expand_paths(paths: Sequence[Path]) -> list[ModelEntry]:
+    """Every model the paths name, in order: a folder gives its ``*.onnx`` files (recursively, sorted), a
+    ``.csv``/``.toml`` file its manifest entries, any other file itself. A path listed twice counts once."""
+    entries: list[ModelEntry] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.onnx") if p.is_file())
+            if not found:
+                raise ManifestError(f"{path}: no .onnx files in this folder")
+            entries.extend(ModelEntry(str(p), p.stem) for p in found)
+        elif path.suffix.lower() in MANIFEST_SUFFIXES:
+            entries.extend(read_manifest(path))
+        elif not path.exists():
+            raise ManifestError(f"{path}: no such file or folder")
+        else:
+            entries.append(ModelEntry(str(path), path.stem))
+    seen: set[str] = set()
+    unique = []
+    for entry in entries:
+        if entry.path not in seen:
+            seen.add(entry.path)
+            unique.append(entry)
+    return unique
+
+
+def read_manifest(path: Path) -> list[ModelEntry]:
+    """The entries of a CSV or TOML manifest; :class:`ManifestError` naming the file, row and key at fault."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read manifest: {exc.strerror or exc}") from None
+    if path.suffix.lower() == ".csv":
+        rows = list(csv.DictReader(text.splitlines()))
+        where = [f"{path}: row {i}" for i in range(2, len(rows) + 2)]
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ManifestError(f"{path}: not valid TOML: {exc}") from None
+        unknown = set(data) - {"model", "schema"}
+        if unknown:
+            raise ManifestError(f"{path}: unknown key(s) {sorted(unknown)}; a manifest lists [[model]] tables")
+        rows = data.get("model", [])
+        if not isinstance(rows, list):
+            raise ManifestError(f"{path}: 'model' must be an array of tables ([[model]])")
+        where = [f"{path}: model[{i}]" for i in range(len(rows))]
+    if not rows:
+        raise ManifestError(f"{path}: the manifest lists no models")
+    return [_entry(row, path.parent, label) for row, label in zip(rows, where, strict=True)]
+
+
+def _entry(row: Any, base: Path, where: str) -> ModelEntry:
+    if not isinstance(row, dict):
+        raise ManifestError(f"{where}: expected a table with a 'path'")
+    unknown = {k for k, v in row.items() if k not in _KEYS and (k is not None or v)}
+    if unknown:
+        raise ManifestError(f"{where}: unknown key(s) {sorted(map(str, unknown))}; expected {sorted(_KEYS)}")
+    raw = row.get("path")
+    if not isinstance(raw, str) or not raw.strip():
+        raise ManifestError(f"{where}: 'path' is missing")
+    model = base / raw.strip()
+    name = row.get("name") or model.stem
+    budget = row.get("budget") or None
+    if budget is not None and not isinstance(budget, str):
+        raise ManifestError(f"{where}: 'budget' must be the path of a budget TOML file")
+    try:
+        dims = _dims(row.get("dims"))
+    except OnnxroofError as exc:
+        raise ManifestError(f"{where}: {exc}") from None
+    return ModelEntry(str(model), str(name), dims, str(base / budget.strip()) if budget else None)
+
+
+def _dims(value: Any) -> dict[str, int]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, dict):
+        return parse_dim_bindings([f"{k}={v}" for k, v in value.items()])
+    if isinstance(value, str):
+        return parse_dim_bindings([item for item in re.split(r"[\s,;]+", value.strip()) if item])
+    raise ManifestError(f"'dims' must be NAME=VALUE items or a table, got {value!r}")
