@@ -114,6 +114,9 @@ PrecisionOption = Annotated[
         "size, every node its peak."
     ),
 ]
+PeakPrecisionOption = Annotated[
+    str | None, typer.Option(help="Cost every node at this precision's peak (fp32, fp16, bf16, int8...).")
+]
 DensityOption = Annotated[
     list[str] | None,
     typer.Option(

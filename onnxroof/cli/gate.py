@@ -20,6 +20,7 @@ from onnxroof.cli.common import (
     DimOption,
     FusionOption,
     OutputOption,
+    PeakPrecisionOption,
     PlatformOption,
     _emit,
     _errors,
@@ -55,10 +56,6 @@ _CHECK_SUFFIXES = {
     ".txt": CheckFormat.table,
 }
 
-PrecisionOption = Annotated[
-    str | None, typer.Option(help="Cost every node at this precision's peak (fp32, fp16, bf16, int8...).")
-]
-
 
 def _limit_option(help_text: str, metavar: str) -> Any:
     return typer.Option(help=help_text, metavar=metavar, rich_help_panel="Limits (override the budget file)")
@@ -74,7 +71,7 @@ def check(
         Path | None, typer.Option("--budget", "-b", help="A budget TOML file (see the README).", show_default=False)
     ] = None,
     dim: DimOption = None,
-    precision: PrecisionOption = None,
+    precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     max_latency: Annotated[str | None, _limit_option("Predicted latency, e.g. 15ms, 800us.", "TIME")] = None,
     max_flops: Annotated[str | None, _limit_option("FLOPs, e.g. 5G.", "COUNT")] = None,
@@ -196,7 +193,7 @@ def diff(
     new: Annotated[Path, typer.Argument(help="The new model (.onnx) or its `report --format json` output.")],
     platform: PlatformOption = "xavier",
     dim: DimOption = None,
-    precision: PrecisionOption = None,
+    precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     fail_if_slower: Annotated[
         str | None,

@@ -20,6 +20,7 @@ from onnxroof.cli.common import (
     DimOption,
     FusionOption,
     OutputOption,
+    PeakPrecisionOption,
     PlatformOption,
     _emit,
     _errors,
@@ -49,9 +50,6 @@ _GRAPH_SUFFIXES = {
     ".svg": GraphFormat.svg,
 }
 
-PrecisionOption = Annotated[
-    str | None, typer.Option(help="Cost every node at this precision's peak (fp32, fp16, bf16, int8...).")
-]
 PlatformsOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -83,7 +81,7 @@ def plot(
     ],
     platform: PlatformsOption = None,
     dim: DimOption = None,
-    precision: PrecisionOption = None,
+    precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     title: Annotated[str | None, typer.Option(help="Chart title (default: the model and platform).")] = None,
     kind: Annotated[
@@ -120,7 +118,7 @@ def graph(
     model: Annotated[Path, typer.Argument(help="The ONNX model file.", show_default=False)],
     platform: PlatformOption = "xavier",
     dim: DimOption = None,
-    precision: PrecisionOption = None,
+    precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     output_format: Annotated[
         GraphFormat | None,
