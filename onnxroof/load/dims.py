@@ -261,9 +261,7 @@ def _bind_values(model: onnx.ModelProto, values: Mapping[str, int]) -> None:
         if number not in (0, 1):
             raise DimsError(f"--dim {name}={number}: '{name}' is a boolean input: bind it to 0 or 1")
         shape = [d.dim_value for d in inputs[name].type.tensor_type.shape.dim]
-        model.graph.initializer.append(
-            onnx.helper.make_tensor(name, onnx.TensorProto.BOOL, shape, [bool(number)])
-        )
+        model.graph.initializer.append(onnx.helper.make_tensor(name, onnx.TensorProto.BOOL, shape, [bool(number)]))
         if model.ir_version >= 4:  # initializers need not be inputs since IR 4: the input goes away
             kept = [v for v in model.graph.input if v.name != name]
             del model.graph.input[:]

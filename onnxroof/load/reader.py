@@ -14,8 +14,8 @@ unknown is reported by name with the node that produced it.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -33,6 +33,7 @@ from onnxroof.load.shapes import (
     is_static,
     missing_outputs,
     propagate_fallback,
+    small_constant_values,
     value_types,
 )
 
@@ -297,12 +298,13 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, o
     types = value_types(inferred)
     order = topological_order(list(inferred.graph.node))
     if missing_outputs(inferred, types):
-        folded_model, count = fold_small_constants(inferred, path.parent.resolve() if path else None, types, order)
+        base = path.parent.resolve() if path else None
+        folded_model, count = fold_small_constants(inferred, base, types, order)
         if count:
             refolded, _ = _infer(folded_model)
             refolded_types = value_types(refolded)
             for name, type_proto in refolded_types.items():
                 if not is_static(types.get(name)) and is_static(type_proto):
                     types[name] = type_proto
-        propagate_fallback(inferred, types, order)
+        propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
     return LoadedModel(inferred, path, MappingProxyType(types), MappingProxyType(bound), opset, tuple(warnings), order)
