@@ -157,7 +157,7 @@ def test_cli_chart(tmp_path: Path) -> None:
         (("-p", "xavier", "-p", "xavier"), "given twice"),
         (("-p", "xavier", "-p", "no-such-chip"), "unknown platform"),
         (("-p", "xavier", "--precision", "fp8"), "fp8"),
-        (("-d", "batch=0", "-p", "xavier"), "positive integer"),
+        (("-d", "batch=-1", "-p", "xavier"), "non-negative integer"),
         (("--density", "weight=2", "-p", "xavier"), "density"),
         ((), "give the platforms"),
     ],

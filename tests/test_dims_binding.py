@@ -73,7 +73,7 @@ def test_shape_and_dim_conflict_is_one_error() -> None:
         ("y=1x3x32x32", r"the model has no input 'y'"),
         ("x=1x4x32x32", r"axis 1 is fixed at 3 in the model, not 4"),
         ("x=1xx32", r"expected INPUT=DIMxDIMx"),
-        ("x=1x0x2x2", r"positive integer"),
+        ("x=1x-1x2x2", r"expected INPUT=DIMxDIMx|non-negative integer"),
     ],
 )
 def test_bad_shapes_name_the_input(item: str, message: str) -> None:

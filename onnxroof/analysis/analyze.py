@@ -35,7 +35,7 @@ from onnxroof.analysis.whatif import (
 from onnxroof.core.errors import StrictError
 from onnxroof.core.index import GraphIndex, graph_index
 from onnxroof.core.ir import ModelIR, build_ir
-from onnxroof.core.states import NodeState, RuleKind
+from onnxroof.core.states import NodeState, Role, RuleKind
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import cost_node
 from onnxroof.costing.node import op_key as _op_key
@@ -256,6 +256,7 @@ def _analyze(
     for (wanted, used), count in sorted(fallbacks.items()):
         warnings.append(f"platform '{target.name}' has no {wanted} peak: {count} node(s) use its {used} peak")
     warnings += _shape_warnings(ir, results)
+    warnings += _branch_warnings(ir, node_costs)
 
     unsupported: dict[str, list[str]] = {}
     for op, result, node_cost in zip(ir.ops, results, node_costs, strict=True):
@@ -293,6 +294,21 @@ def _analyze(
         whatif=plan,
         index=graph_index(ir),
     )
+
+
+def _branch_warnings(ir: ModelIR, node_costs: list[NodeCost]) -> list[str]:
+    """An ``If`` on a model input costs its more expensive branch: say which, and how to pick the other."""
+    warnings = []
+    for op, node_cost in zip(ir.ops, node_costs, strict=True):
+        cond = op.input(0) if op.op_type == "If" else None
+        if cond is None or cond.role != Role.INPUT or not node_cost.branch:
+            continue
+        other = "else_branch" if node_cost.branch == "then_branch" else "then_branch"
+        warnings.append(
+            f"node {op.id} (If) on input '{cond.name}': the more expensive branch ({node_cost.branch}) was costed; "
+            f"bind --dim {cond.name}={1 if other == 'then_branch' else 0} to cost {other} instead"
+        )
+    return warnings
 
 
 def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:

@@ -1,7 +1,10 @@
 """Cost of control-flow nodes (If, Loop, Scan): their bodies are costed with the same rules, recursively.
 
-* ``If``: the more expensive branch (by FLOPs, then bytes) — an upper bound, since the branch taken is only
-  known at run time.
+* ``If``: the branch that runs when its condition is known at load time (a constant, or a scalar bool model
+  input bound with ``--dim NAME=0|1``, e.g. ``--dim use_cache_branch=1`` for Optimum's merged decoder: 1 runs
+  ``then_branch``, 0 ``else_branch``; the loader makes a bound bool input a constant). Otherwise the more
+  expensive branch (by FLOPs, then bytes) — an upper bound — and, when the condition is a model input, the
+  analysis warns which branch was costed and how to pick the other.
 * ``Loop``: body × trip count ``M`` when ``M`` is a constant; the loop may stop earlier on its condition, so
   this is an upper bound. When ``M`` is not a constant, ONE iteration is counted and the note says so.
 * ``Scan``: body × the scan length (the first scan input's extent along its scan axis).
@@ -38,6 +41,7 @@ class NodeCost:
     weights: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # name -> (numel, nbytes)
     unsupported: tuple[str, ...] = ()  # op keys without a rule found inside bodies
     missing_tensor: str | None = None  # the tensor without a static shape (state ``unknown_shape``)
+    branch: str = ""  # If: the branch costed ("then_branch" / "else_branch")
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,15 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
     """Cost of an If/Loop/Scan node from its bodies (see the module docstring for the policy)."""
     bodies = {name: cost_body(graph, scope, cost_fn) for name, graph in op.subgraphs.items()}
     if op.op_type == "If":
-        name, chosen = max(bodies.items(), key=lambda item: (item[1].cost.flops, item[1].cost.bytes))
-        iterations, note = 1, f"the more expensive branch ({name}) counted"
+        cond = op.input(0)
+        value = _constant_scalar(cond.name, root_graph) if cond is not None else None
+        if value is not None and ("then_branch" if value else "else_branch") in bodies:
+            name = "then_branch" if value else "else_branch"
+            chosen, note = bodies[name], f"condition '{cond.name}' = {int(bool(value))}: {name} counted"
+        else:
+            name, chosen = max(bodies.items(), key=lambda item: (item[1].cost.flops, item[1].cost.bytes))
+            note = f"the more expensive branch ({name}) counted"
+        iterations = 1
     else:
         name, chosen = next(iter(bodies.items()))
         iterations, note = _iterations(op, root_graph)
@@ -121,7 +132,16 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
         note += f"; {unknown} body node(s) without static shapes not costed"
     weights = {k: v for body in bodies.values() for k, v in body.weights.items()}
     cost = replace(chosen.cost.scaled(iterations), params=sum(n for n, _ in weights.values()))
-    return NodeCost(NodeState.COSTED, RuleKind.COMPUTE, cost, note, chosen.launches * iterations, weights, unsupported)
+    return NodeCost(
+        NodeState.COSTED,
+        RuleKind.COMPUTE,
+        cost,
+        note,
+        chosen.launches * iterations,
+        weights,
+        unsupported,
+        branch=name if op.op_type == "If" else "",
+    )
 
 
 __all__ = ["BodyCost", "NodeCost", "TensorInfo", "cost_body", "cost_control_flow"]

@@ -5,12 +5,23 @@ A dim is *named* when its ``dim_param`` is a real name (``batch``, ``seq``); con
 axis and possibly of different sizes, so each is named ``INPUT:AXIS`` (bind it with ``--dim INPUT:AXIS=N`` or
 with the whole input's shape, ``--shape INPUT=1x3x48x192``, the convention of trtexec's ``--shapes`` and
 onnxsim's ``--overwrite-input-shape``).
+
+A dim value is a non-negative integer: 0 is valid (``--dim past_sequence_length=0`` is a prefill with an empty
+KV cache; a zero-size tensor costs nothing). A ``dim_param`` that is an arithmetic expression of other dims
+(``past_sequence_length + sequence_length``, as Optimum writes it; ``+ - * //``, parentheses and integer
+literals) is computed from its bound parts by :func:`parse_dim_expression` (a tiny parser, never ``eval``) and
+needs no binding of its own; binding its literal text is accepted and must agree with the computed value.
+
+A scalar boolean input (one element, e.g. Optimum's ``use_cache_branch``) can be bound to a VALUE with the same
+``--dim NAME=0|1``: the loader then treats it as a constant, so an ``If`` on it costs the branch that runs
+(see :mod:`onnxroof.costing.control_flow`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -24,6 +35,107 @@ _INT64_MAX = 2**63 - 1
 ANONYMOUS_NAMES = frozenset({"", "?"})
 
 
+# ------------------------------------------------------------------------------------- dim expressions
+
+_TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_.]*)|(?P<op>//|[-+*()]))")
+
+
+@dataclass(frozen=True)
+class DimExpr:
+    """A parsed dim expression: ``tree`` is an int, a name, or ``(op, left, right)`` with op in ``+ - * //``."""
+
+    text: str
+    tree: object
+    names: tuple[str, ...]
+
+    def evaluate(self, values: Mapping[str, int]) -> int:
+        """The expression's value; raises :class:`DimsError` on a negative result or a division by zero."""
+        result = _evaluate(self.tree, values, self.text)
+        if result < 0:
+            raise DimsError(f"dim '{self.text}' evaluates to {result} with the bound dims; a dim cannot be negative")
+        return result
+
+
+def _evaluate(tree: object, values: Mapping[str, int], text: str) -> int:
+    if isinstance(tree, int):
+        return tree
+    if isinstance(tree, str):
+        return values[tree]
+    op, left, right = tree  # type: ignore[misc]
+    a, b = _evaluate(left, values, text), _evaluate(right, values, text)
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if b == 0:
+        raise DimsError(f"dim '{text}': division by zero with the bound dims")
+    return a // b
+
+
+def parse_dim_expression(text: str) -> DimExpr | None:
+    """``"past_sequence_length + sequence_length"`` -> a :class:`DimExpr`; None when ``text`` is a plain name
+    or not an expression of names and integers with ``+ - * //`` and parentheses (precedence as in Python).
+
+    Grammar: ``expr := term (("+" | "-") term)*``, ``term := atom (("*" | "//") atom)*``,
+    ``atom := INT | NAME | "(" expr ")"``. Never evaluates code.
+    """
+    tokens: list[tuple[str, str]] = []
+    position, stripped = 0, text.rstrip()
+    while position < len(stripped):
+        match = _TOKEN.match(stripped, position)
+        if match is None or match.end() == position:
+            return None
+        kind = match.lastgroup or ""
+        tokens.append((kind, match.group(kind)))
+        position = match.end()
+    if not any(kind == "op" and value not in "()" for kind, value in tokens):
+        return None
+    names: list[str] = []
+
+    def atom(i: int) -> tuple[object, int]:
+        if i >= len(tokens):
+            raise ValueError
+        kind, value = tokens[i]
+        if kind == "int":
+            return int(value), i + 1
+        if kind == "name":
+            names.append(value)
+            return value, i + 1
+        if value == "(":
+            tree, j = expr(i + 1)
+            if j >= len(tokens) or tokens[j][1] != ")":
+                raise ValueError
+            return tree, j + 1
+        raise ValueError
+
+    def binary(i: int, ops: tuple[str, ...], operand) -> tuple[object, int]:
+        tree, i = operand(i)
+        while i < len(tokens) and tokens[i] in (("op", op) for op in ops):
+            op = tokens[i][1]
+            right, i = operand(i + 1)
+            tree = (op, tree, right)
+        return tree, i
+
+    def term(i: int) -> tuple[object, int]:
+        return binary(i, ("*", "//"), atom)
+
+    def expr(i: int) -> tuple[object, int]:
+        return binary(i, ("+", "-"), term)
+
+    try:
+        tree, end = expr(0)
+    except ValueError:
+        return None
+    if end != len(tokens):
+        return None
+    return DimExpr(text, tree, tuple(dict.fromkeys(names)))
+
+
+# ------------------------------------------------------------------------------------------ symbols
+
+
 def _dim_key(value: onnx.ValueInfoProto, axis: int, dim: onnx.TensorShapeProto.Dimension) -> str | None:
     """The symbol of an input axis, or None when its size is a known (non-negative) number."""
     if dim.HasField("dim_value") and dim.dim_value >= 0:
@@ -33,7 +145,8 @@ def _dim_key(value: onnx.ValueInfoProto, axis: int, dim: onnx.TensorShapeProto.D
 
 
 def symbolic_dims(model: onnx.ModelProto) -> dict[str, list[str]]:
-    """Symbol -> places ("input 'x' axis 0") over the model's user inputs. Unnamed dims get 'INPUT:AXIS'."""
+    """Symbol -> places ("input 'x' axis 0") over the model's user inputs. Unnamed dims get 'INPUT:AXIS'; a
+    dim expression contributes the names it is computed from, not its own text."""
     initializers = {t.name for t in model.graph.initializer}
     found: dict[str, list[str]] = {}
     for value in model.graph.input:
@@ -41,8 +154,11 @@ def symbolic_dims(model: onnx.ModelProto) -> dict[str, list[str]]:
             continue
         for axis, dim in enumerate(value.type.tensor_type.shape.dim):
             key = _dim_key(value, axis, dim)
-            if key is not None:
-                found.setdefault(key, []).append(f"input '{value.name}' axis {axis}")
+            if key is None:
+                continue
+            expression = parse_dim_expression(key)
+            for part in expression.names if expression else (key,):
+                found.setdefault(part, []).append(f"input '{value.name}' axis {axis}")
     return found
 
 
@@ -57,7 +173,7 @@ def parse_dim_bindings(items: list[str] | tuple[str, ...]) -> dict[str, int]:
         name = name.strip()
         if not sep or not name:
             raise DimsError(f"--dim {item!r}: expected NAME=VALUE, e.g. --dim batch=1")
-        dims[name] = _positive_int(name, value.strip())
+        dims[name] = _dim_int(name, value.strip())
     return dims
 
 
@@ -73,7 +189,7 @@ def parse_shape_bindings(items: list[str] | tuple[str, ...]) -> dict[str, tuple[
             raise DimsError(f"--shape {item!r}: expected INPUT=DIMxDIMx..., e.g. --shape image=1x3x224x224")
         if name in shapes:
             raise DimsError(f"--shape {item!r}: input '{name}' is given twice")
-        shapes[name] = tuple(_positive_int(f"{name}:{axis}", part) for axis, part in enumerate(parts))
+        shapes[name] = tuple(_dim_int(f"{name}:{axis}", part) for axis, part in enumerate(parts))
     return shapes
 
 
@@ -86,7 +202,7 @@ def shape_bindings(
     that contradicts a fixed dim, or a symbol that two bindings (two inputs, or ``--shape`` and ``--dim``) give
     different values.
     """
-    merged = {name: _positive_int(name, value) for name, value in (dims or {}).items()}
+    merged = {name: _dim_int(name, value) for name, value in (dims or {}).items()}
     origin = {name: f"--dim {name}={value}" for name, value in merged.items()}
     inputs = {v.name: v for v in model.graph.input if v.type.HasField("tensor_type")}
     for name, shape in shapes.items():
@@ -110,41 +226,112 @@ def shape_bindings(
     return merged
 
 
-def _positive_int(name: str, value: object) -> int:
+def _dim_int(name: str, value: object) -> int:
+    """A dim value: a non-negative integer below 2**63 (0 is a valid size: an empty KV cache)."""
     if isinstance(value, bool):
-        raise DimsError(f"dim '{name}': value must be a positive integer, got {value!r}")
+        raise DimsError(f"dim '{name}': value must be a non-negative integer, got {value!r}")
     if isinstance(value, int | np.integer) or (isinstance(value, str) and re.fullmatch(r"\+?\d+", value)):
         number = int(value)
     else:
-        raise DimsError(f"dim '{name}': value must be a positive integer, got {value!r}")
-    if not 0 < number <= _INT64_MAX:
-        raise DimsError(f"dim '{name}': value must be a positive integer below 2**63, got {value!r}")
+        raise DimsError(f"dim '{name}': value must be a non-negative integer, got {value!r}")
+    if not 0 <= number <= _INT64_MAX:
+        raise DimsError(f"dim '{name}': value must be a non-negative integer below 2**63, got {value!r}")
     return number
+
+
+def _scalar_bool_inputs(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """User inputs of type bool with exactly one element (rank 0, or every dim 1)."""
+    initializers = {t.name for t in model.graph.initializer}
+    found = {}
+    for value in model.graph.input:
+        if value.name in initializers or not value.type.HasField("tensor_type"):
+            continue
+        tensor_type = value.type.tensor_type
+        if tensor_type.elem_type != onnx.TensorProto.BOOL or not tensor_type.HasField("shape"):
+            continue
+        if all(d.HasField("dim_value") and d.dim_value == 1 for d in tensor_type.shape.dim):
+            found[value.name] = value
+    return found
+
+
+def _bind_values(model: onnx.ModelProto, values: Mapping[str, int]) -> None:
+    """Turn each bound scalar bool input into an initializer holding its value (in place)."""
+    inputs = _scalar_bool_inputs(model)
+    for name, number in values.items():
+        if number not in (0, 1):
+            raise DimsError(f"--dim {name}={number}: '{name}' is a boolean input: bind it to 0 or 1")
+        shape = [d.dim_value for d in inputs[name].type.tensor_type.shape.dim]
+        model.graph.initializer.append(onnx.helper.make_tensor(name, onnx.TensorProto.BOOL, shape, [bool(number)]))
+        if model.ir_version >= 4:  # initializers need not be inputs since IR 4: the input goes away
+            kept = [v for v in model.graph.input if v.name != name]
+            del model.graph.input[:]
+            model.graph.input.extend(kept)
 
 
 def bind_dims(model: onnx.ModelProto, dims: Mapping[str, object]) -> tuple[dict[str, int], list[str]]:
     """Replace bound symbols by values on inputs, outputs and value_info (in place).
 
-    Returns the validated bindings and warnings for bindings the model does not use. Raises
-    :class:`DimsError` listing every unbound symbol of the user inputs.
+    Dim expressions (:func:`parse_dim_expression`) are computed from their bound parts. A name that is no
+    symbol but a scalar bool input binds that input's value (0 or 1; it becomes a constant). Returns the
+    validated bindings and warnings for bindings the model does not use. Raises :class:`DimsError` listing
+    every unbound symbol of the user inputs.
     """
-    bound = {name: _positive_int(name, value) for name, value in dims.items()}
+    bound = {name: _dim_int(name, value) for name, value in dims.items()}
     symbols = symbolic_dims(model)
+    expressions: dict[str, DimExpr | None] = {}
+    literal = {}  # expression texts the user bound as names: checked against their computed value
+    for value in model.graph.input:
+        if value.type.HasField("tensor_type"):
+            for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+                key = _dim_key(value, axis, dim)
+                if key is not None and key not in expressions:
+                    expressions[key] = parse_dim_expression(key)
+                    if expressions[key] is not None and key in bound:
+                        literal[key] = bound[key]
     unbound = {s: places for s, places in symbols.items() if s not in bound}
+    for part in list(unbound):  # a part used only inside expressions bound by their text needs no binding
+        users = [k for k, e in expressions.items() if e is not None and part in e.names]
+        if part not in expressions and users and all(k in literal for k in users):
+            del unbound[part]
     if unbound:
         listed = "; ".join(f"{s} ({', '.join(p)})" for s, p in unbound.items())
         example = " ".join(f"--dim {s}=N" for s in unbound)
         raise DimsError(f"unbound symbolic dims: {listed}. Bind them with {example} (or dims={{...}} in the API)")
+    bool_inputs = _scalar_bool_inputs(model)
+    values = {name: number for name, number in bound.items() if name not in symbols and name in bool_inputs}
     warnings = [
-        f"--dim {name}: the model's inputs have no symbolic dim of that name" for name in bound if name not in symbols
+        f"--dim {name}: the model's inputs have no symbolic dim of that name"
+        for name in bound
+        if name not in symbols and name not in values and name not in literal
     ]
+    resolved: dict[str, int | None] = {}
+
+    def size_of(key: str) -> int | None:
+        if key in bound:
+            size = bound[key]
+            expression = expressions.get(key) if key in expressions else parse_dim_expression(key)
+            if expression is not None and all(p in bound for p in expression.names):
+                computed = expression.evaluate(bound)
+                if computed != size:
+                    raise DimsError(
+                        f"--dim '{key}'={size} contradicts its parts: {key} = {computed} with the bound dims"
+                    )
+            return size
+        if key not in resolved:
+            expression = expressions[key] if key in expressions else parse_dim_expression(key)
+            known = expression is not None and all(p in bound for p in expression.names)
+            resolved[key] = expression.evaluate(bound) if known else None
+        return resolved[key]
+
     initializers = {t.name for t in model.graph.initializer}
     for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
         if value.name in initializers or not value.type.HasField("tensor_type"):
             continue
         for axis, dim in enumerate(value.type.tensor_type.shape.dim):
             key = _dim_key(value, axis, dim)
-            if key in bound:
+            size = None if key is None else size_of(key)
+            if size is not None:
                 dim.Clear()
-                dim.dim_value = bound[key]
+                dim.dim_value = size
+    _bind_values(model, values)
     return bound, warnings

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -32,6 +33,7 @@ from onnxroof.load.shapes import (
     is_static,
     missing_outputs,
     propagate_fallback,
+    small_constant_values,
     value_types,
 )
 
@@ -169,31 +171,118 @@ def _without_external_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def check_model(model: onnx.ModelProto, path: Path | None) -> int:
-    """Run the ONNX checker and the opset floor; return the default-domain opset."""
+#: The private domain unregistered default-domain nodes are moved to while ONNX's checker and shape inference
+#: run (see :func:`check_model`); they are moved back before the model is handed on.
+MASK_DOMAIN = "onnxroof.unregistered"
+
+
+def unregistered_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Default-domain nodes (in every graph) for which ONNX has no schema at the model's opset.
+
+    ONNX Runtime registers ops of its own in the default domain (``SimplifiedLayerNormalization``, written by
+    the GenAI model builder) and runs such files; ONNX's checker and strict shape inference refuse them. These
+    are the only checker complaints onnxroof does not share: an op ONNX *does* define, used against its schema,
+    is refused by ONNX Runtime too.
+    """
+    opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
+    version = opsets.get("")
+    if version is None:
+        return []
+    return [
+        node
+        for graph in _all_graphs(model.graph)
+        for node in graph.node
+        if not normalize_domain(node.domain) and not onnx.defs.has(node.op_type, version, "")
+    ]
+
+
+@contextmanager
+def masked(model: onnx.ModelProto, nodes: list[onnx.NodeProto]):
+    """Move ``nodes`` to :data:`MASK_DOMAIN` (and import it) for the duration; restore them afterwards."""
+    if not nodes:
+        yield model
+        return
+    originals = [node.domain for node in nodes]
+    for node in nodes:
+        node.domain = MASK_DOMAIN
+    model.opset_import.append(helper.make_opsetid(MASK_DOMAIN, 1))
+    try:
+        yield model
+    finally:
+        for node, domain in zip(nodes, originals, strict=True):
+            node.domain = domain
+        del model.opset_import[len(model.opset_import) - 1]
+
+
+def unmask(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Undo :func:`masked` on a copy made while it was in force (e.g. shape inference's output), in place."""
+    for graph in _all_graphs(model.graph):
+        for node in graph.node:
+            if node.domain == MASK_DOMAIN:
+                node.domain = ""
+    kept = [o for o in model.opset_import if o.domain != MASK_DOMAIN]
+    del model.opset_import[:]
+    model.opset_import.extend(kept)
+    return model
+
+
+def check_model(model: onnx.ModelProto, path: Path | None, warnings: list[str] | None = None) -> int:
+    """Run the ONNX checker and the opset floor; return the default-domain opset (0 when none is imported).
+
+    A model ONNX Runtime runs is a model onnxroof analyzes: default-domain ops ONNX has no schema for
+    (:func:`unregistered_nodes`) are checked as custom ops and each becomes a warning in ``warnings``
+    naming the node; a model importing no default opset (only ``ai.onnx.ml`` or training-domain ops) is
+    checked as it is. Every other checker error (structure, an ONNX op against its schema) stays a
+    :class:`ModelError` (exit 2).
+    """
     where = str(path) if path else "<model>"
     opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
     opset = opsets.get("")
-    if opset is None:
-        raise ModelError(f"{where}: opset_import names no default ('ai.onnx') opset")
-    if opset < MIN_OPSET:
+    if opset is None and not opsets:
+        raise ModelError(f"{where}: opset_import names no opset")
+    if opset is not None and opset < MIN_OPSET:
         raise ModelError(f"{where}: opset {opset} is older than the oldest supported ({MIN_OPSET})")
-    try:
-        onnx.checker.check_model(_without_external_initializers(model))
-    except (onnx.checker.ValidationError, ValueError) as exc:
-        raise ModelError(f"{where}: fails the ONNX checker: {one_line(str(exc))}") from exc
-    return opset
+    checked = _without_external_initializers(model)
+    unknown = unregistered_nodes(checked)
+    with masked(checked, unknown):
+        try:
+            onnx.checker.check_model(checked)
+        except (onnx.checker.ValidationError, ValueError) as exc:
+            raise ModelError(f"{where}: fails the ONNX checker: {one_line(str(exc))}") from exc
+    if warnings is not None:
+        for op_type, labels in _group_by_op(unknown).items():
+            shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+            warnings.append(
+                f"{op_type}: ONNX defines no such op at opset {opset} (ONNX Runtime registers it in the default "
+                f"domain); checked as a custom op: node(s) {shown}"
+            )
+    return opset or 0
+
+
+def _group_by_op(nodes: list[onnx.NodeProto]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for node in nodes:
+        grouped.setdefault(node.op_type, []).append(f"'{node.name}'" if node.name else "(unnamed)")
+    return grouped
 
 
 # ------------------------------------------------------------------------------------------- entry point
+
+
+def _infer(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """:func:`~onnxroof.load.shapes.infer` with unregistered default-domain nodes masked (strict inference
+    would refuse them; their outputs are shaped by the contrib shape functions afterwards)."""
+    with masked(model, unregistered_nodes(model)):
+        inferred, warnings = infer(model)
+    return unmask(inferred), warnings
 
 
 def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, object] | None = None) -> LoadedModel:
     """Read, check, bind dims, inline local functions and infer shapes; never reads weight bytes."""
     model, path = read_model(source)
     check_external_paths(model, path)
-    opset = check_model(model, path)
     warnings: list[str] = []
+    opset = check_model(model, path, warnings)
     if model.functions:
         try:
             model = onnx.inliner.inline_local_functions(model)
@@ -204,17 +293,18 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, o
             )
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
-    inferred, infer_warnings = infer(model)
+    inferred, infer_warnings = _infer(model)
     warnings += infer_warnings
     types = value_types(inferred)
     order = topological_order(list(inferred.graph.node))
     if missing_outputs(inferred, types):
-        folded_model, count = fold_small_constants(inferred, path.parent.resolve() if path else None, types, order)
+        base = path.parent.resolve() if path else None
+        folded_model, count = fold_small_constants(inferred, base, types, order)
         if count:
-            refolded, _ = infer(folded_model)
+            refolded, _ = _infer(folded_model)
             refolded_types = value_types(refolded)
             for name, type_proto in refolded_types.items():
                 if not is_static(types.get(name)) and is_static(type_proto):
                     types[name] = type_proto
-        propagate_fallback(inferred, types, order)
+        propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
     return LoadedModel(inferred, path, MappingProxyType(types), MappingProxyType(bound), opset, tuple(warnings), order)

@@ -2,7 +2,9 @@
 
 1. Small constant-only subgraphs — seeded by small initializers and by ``Shape``/``Size`` of statically
    shaped tensors — are folded with the ONNX reference evaluator, and inference is re-run.
-2. Shape-preserving and broadcasting ops propagate shapes directly.
+2. Node by node in topological order (:func:`propagate_fallback`): ONNX ops re-inferred alone with the values
+   known so far, contrib ops through :mod:`onnxroof.load.contrib_shapes`, shape-preserving and broadcasting ops
+   directly.
 
 Only small integer tensors (≤ ``SMALL_CONSTANT_LIMIT`` elements) are ever materialised; external ones are
 read only from inside the model's folder (checked before by the loader).
@@ -20,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.errors import one_line
 from onnxroof.core.ir import NONDETERMINISTIC_OPS, graph_value_types, normalize_domain, topological_order
+from onnxroof.load.contrib_shapes import CONTRIB_SHAPES, Arg, contrib_output_shapes
 
 SMALL_CONSTANT_LIMIT = 4096
 """Largest constant (in elements) the loader will materialise to help shape inference."""
@@ -31,12 +34,18 @@ def infer(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True), warnings
     except Exception as exc:  # InferenceError, or a checker error raised from inside inference
-        warnings.append(f"strict shape inference failed ({one_line(str(exc))}); continuing without strict mode")
+        warnings.append(f"strict shape inference failed ({_short(str(exc))}); continuing without strict mode")
     try:
         return onnx.shape_inference.infer_shapes(model, data_prop=True), warnings
     except Exception as exc:
-        warnings.append(f"shape inference failed ({one_line(str(exc))}); shapes come from fallbacks only")
+        warnings.append(f"shape inference failed ({_short(str(exc))}); shapes come from fallbacks only")
         return model, warnings
+
+
+def _short(message: str, limit: int = 300) -> str:
+    """One line, at most ``limit`` characters (inference lists every failing node: hundreds in a decoder)."""
+    text = one_line(message)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
@@ -55,13 +64,23 @@ def is_static(type_proto: onnx.TypeProto | None) -> bool:
 
 
 def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -> list[str]:
-    return [o for n in model.graph.node for o in n.output if o and not is_static(types.get(o))]
+    """Main-graph outputs without a static type, and the outputs of nodes with bodies (always re-shaped)."""
+    return [
+        o
+        for n in model.graph.node
+        for o in n.output
+        if o
+        and (
+            not is_static(types.get(o))
+            or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute)
+        )
+    ]
 
 
 # -- fallback 1: fold small constant-only subgraphs, then re-infer
 
 
-def _small_constant_values(model: onnx.ModelProto, base: Path | None) -> dict[str, np.ndarray]:
+def small_constant_values(model: onnx.ModelProto, base: Path | None) -> dict[str, np.ndarray]:
     values: dict[str, np.ndarray] = {}
     for tensor in model.graph.initializer:
         numel = math.prod(tensor.dims)
@@ -135,6 +154,28 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     return None
 
 
+def _evaluate_node(
+    node: onnx.NodeProto, values: Mapping[str, np.ndarray], opsets: Sequence, ir_version: int
+) -> dict[str, np.ndarray]:
+    """Run one default-domain node on known input values with the ONNX reference evaluator; its small outputs."""
+    from onnx.reference import ReferenceEvaluator
+
+    inputs = list(dict.fromkeys(n for n in node.input if n))
+    try:
+        graph = helper.make_graph(
+            [node],
+            "fold",
+            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype), None) for n in inputs],
+            [helper.make_tensor_value_info(o, 0, None) for o in node.output if o],
+        )
+        single = helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
+        results = ReferenceEvaluator(single).run(None, {n: values[n] for n in inputs})
+    except Exception:
+        return {}
+    arrays = {name: np.asarray(r) for name, r in zip([o for o in node.output if o], results, strict=False)}
+    return {name: a for name, a in arrays.items() if a.size <= SMALL_CONSTANT_LIMIT}
+
+
 def fold_small_constants(
     model: onnx.ModelProto,
     base: Path | None,
@@ -146,9 +187,7 @@ def fold_small_constants(
     Seeds: small initializers, and ``Shape``/``Size`` of statically shaped tensors. ``order``: the graph's
     :func:`~onnxroof.core.ir.topological_order` if already computed.
     """
-    from onnx.reference import ReferenceEvaluator
-
-    values = _small_constant_values(model, base)
+    values = small_constant_values(model, base)
     shape_values = _shape_values(model, types)
     values.update(shape_values)
     opsets = list(model.opset_import)
@@ -172,25 +211,8 @@ def fold_small_constants(
             continue
         if node.op_type == "ConstantOfShape" and math.prod(values[inputs[0]].tolist()) > SMALL_CONSTANT_LIMIT:
             continue
-        try:
-            graph = helper.make_graph(
-                [node],
-                "fold",
-                [
-                    helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype), None)
-                    for n in dict.fromkeys(inputs)
-                ],
-                [helper.make_tensor_value_info(o, 0, None) for o in node.output if o],
-            )
-            single = helper.make_model(graph, opset_imports=opsets, ir_version=model.ir_version)
-            results = ReferenceEvaluator(single).run(None, {n: values[n] for n in dict.fromkeys(inputs)})
-        except Exception:
-            continue
-        for name, result in zip([o for o in node.output if o], results, strict=False):
-            array = np.asarray(result)
-            if array.size <= SMALL_CONSTANT_LIMIT:
-                values[name] = array
-                folded[name] = array
+        for name, array in _evaluate_node(node, values, opsets, model.ir_version).items():
+            values[name] = folded[name] = array
     folded.update(shape_values)
     if not folded:
         return model, 0
@@ -295,34 +317,193 @@ _BOOL_OUT = frozenset(
 
 
 def propagate_fallback(
-    model: onnx.ModelProto, types: dict[str, onnx.TypeProto], order: Sequence[int] | None = None
+    model: onnx.ModelProto,
+    types: dict[str, onnx.TypeProto],
+    order: Sequence[int] | None = None,
+    values: Mapping[str, np.ndarray] | None = None,
 ) -> int:
-    """Fill missing output types from input shapes for simple ops; returns how many were filled.
+    """Fill missing output types node by node in topological order; returns how many were filled.
 
-    ``order``: the graph's :func:`~onnxroof.core.ir.topological_order` if already computed."""
+    Per node whose outputs lack a static shape: a default-domain op ONNX defines is re-inferred alone
+    (``onnx.shape_inference.infer_node_outputs``, with the small constant values known so far as input data);
+    an op with a contrib shape function (:mod:`onnxroof.load.contrib_shapes`: ONNX Runtime's com.microsoft ops
+    and its default-domain extras) gets its outputs from it; shape-preserving and broadcasting ops propagate
+    directly. Small integer values flow along (``Shape`` of a now static tensor, constant-only nodes evaluated
+    with the ONNX reference evaluator), so a ``Reshape`` fed by shape arithmetic after a contrib op is shaped
+    too. ``If``/``Loop``/``Scan`` bodies are left to :func:`infer_bodies`. One pass, microseconds per node.
+
+    ``order``: the graph's :func:`~onnxroof.core.ir.topological_order` if already computed; ``values``: small
+    constants known at load time (name -> array), seeded from the graph's small initializers when None.
+    """
+    known = dict(values) if values is not None else small_constant_values(model, None)
+    return _propagate_graph(model.graph, types, order, known, list(model.opset_import), model.ir_version)
+
+
+def _propagate_graph(
+    graph: onnx.GraphProto,
+    types: dict[str, onnx.TypeProto],
+    order: Sequence[int] | None,
+    known: dict[str, np.ndarray],
+    opsets: Sequence,
+    ir_version: int,
+) -> int:
     filled = 0
-    nodes = list(model.graph.node)
+    nodes = list(graph.node)
+    versions = {normalize_domain(o.domain): o.version for o in opsets}
     for index in topological_order(nodes) if order is None else order:
         node = nodes[index]
-        if normalize_domain(node.domain) or all(is_static(types.get(o)) for o in node.output if o):
+        domain = normalize_domain(node.domain)
+        outputs = [o for o in node.output if o]
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            filled += _infer_bodies(node, types, known, opsets, ir_version)
             continue
-        ins = [types.get(n) if n else None for n in node.input]
-        shape, elem = _fallback_shape(node, ins)
-        if shape is None:
+        if not all(is_static(types.get(o)) for o in outputs):
+            for name, type_proto in _node_outputs(node, domain, types, known, opsets, versions).items():
+                if name and not is_static(types.get(name)) and type_proto is not None:
+                    types[name] = type_proto
+                    filled += 1
+        if domain or node.op_type in NONDETERMINISTIC_OPS or any(o in known for o in outputs):
             continue
+        if node.op_type in ("Shape", "Size"):
+            known.update(_shape_values_of(node, types))
+        elif node.op_type == "Constant":
+            array = _constant_value(node)
+            if array is not None:
+                known[outputs[0]] = array
+        elif (
+            node.op_type not in _MAY_GROW
+            and all(n in known for n in node.input if n)
+            and any(n for n in node.input)
+            and all(_small_int_or_static(types.get(o)) for o in outputs)
+        ):
+            known.update(_evaluate_node(node, known, opsets, ir_version))
+    return filled
+
+
+def _infer_bodies(
+    node: onnx.NodeProto,
+    types: dict[str, onnx.TypeProto],
+    known: dict[str, np.ndarray],
+    opsets: Sequence,
+    ir_version: int,
+) -> int:
+    """Shape the bodies of an ``If``/``Loop``/``Scan`` node with the outer scope's shapes and values.
+
+    Each body is propagated node by node like the main graph from the outer types, its inputs and initializers
+    (ONNX's own inference often fails inside bodies: data propagation in subgraphs stops with "Data for input 0
+    already exists" and leaves wrong static shapes behind, so the body's value_info is re-derived), the types found are
+    written into the body's ``value_info`` (where costing reads them), and an ``If`` whose outputs are still
+    unshaped takes them from a branch whose outputs are static.
+    """
+    filled = 0
+    bodies = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+    bodies += [g for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+    for body in bodies:
+        scope = dict(types)  # the body's own value_info is not trusted: see the docstring
+        scope.update({v.name: v.type for v in body.input if v.type.HasField("tensor_type")})
+        scope.update({t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in body.initializer})
+        inner_known = dict(known)
+        for tensor in body.initializer:
+            if tensor.data_location != TensorProto.EXTERNAL and math.prod(tensor.dims) <= SMALL_CONSTANT_LIMIT:
+                inner_known[tensor.name] = numpy_helper.to_array(tensor)
+        before = {name for name, t in scope.items() if is_static(t)}
+        filled += _propagate_graph(body, scope, None, inner_known, opsets, ir_version)
+        declared = {v.name for v in body.value_info}
+        outputs = {v.name: v for v in body.output}
+        for inner in body.node:
+            for name in inner.output:
+                if not name or name in before or not is_static(scope.get(name)):
+                    continue
+                if name in outputs:
+                    outputs[name].type.CopyFrom(scope[name])
+                elif name not in declared:
+                    body.value_info.append(helper.make_value_info(name, scope[name]))
+                else:
+                    next(v for v in body.value_info if v.name == name).type.CopyFrom(scope[name])
+    if node.op_type == "If":
+        for body in bodies:
+            branch = [v.type for v in body.output]
+            if len(branch) == len(node.output) and all(is_static(t) for t in branch):
+                for name, type_proto in zip(node.output, branch, strict=True):
+                    if name and not is_static(types.get(name)):
+                        types[name] = type_proto
+                        filled += 1
+                break
+    return filled
+
+
+def _small_int_or_static(type_proto: onnx.TypeProto | None) -> bool:
+    """Worth evaluating: an integer/bool output, or one already known to be small."""
+    if type_proto is None or not type_proto.HasField("tensor_type"):
+        return True
+    if type_proto.tensor_type.elem_type in _INT_TYPES:
+        return True
+    return is_static(type_proto) and math.prod(d.dim_value for d in type_proto.tensor_type.shape.dim) <= 64
+
+
+_INT_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL, 0})
+
+
+def _shape_values_of(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto]) -> dict[str, np.ndarray]:
+    graph = helper.make_graph([node], "one", [], [])
+    model = helper.make_model(graph)
+    return _shape_values(model, types)
+
+
+def _node_outputs(
+    node: onnx.NodeProto,
+    domain: str,
+    types: Mapping[str, onnx.TypeProto],
+    known: Mapping[str, np.ndarray],
+    opsets: Sequence,
+    versions: Mapping[str, int],
+) -> dict[str, onnx.TypeProto | None]:
+    """Output types of one node from its inputs (see :func:`propagate_fallback` for the order tried)."""
+    found: dict[str, onnx.TypeProto | None] = {}
+    version = versions.get(domain)
+    if not domain and version is not None and onnx.defs.has(node.op_type, version, ""):
+        schema = onnx.defs.get_schema(node.op_type, version, "")
+        input_types = {n: types[n] for n in node.input if n and n in types}
+        data = {
+            n: numpy_helper.from_array(known[n], n)
+            for n in node.input
+            if n in known and known[n].size <= SMALL_CONSTANT_LIMIT
+        }
+        try:
+            inferred = onnx.shape_inference.infer_node_outputs(schema, node, input_types, data, None, opsets)
+        except Exception:
+            inferred = {}
+        found = {name: t for name, t in inferred.items() if is_static(t)}
+    elif (key := (domain, node.op_type)) in CONTRIB_SHAPES:
+        args = [_arg(n, types, known) for n in node.input]
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        for name, out in zip(node.output, contrib_output_shapes(*key, args, attrs) or [], strict=False):
+            if name and out is not None and out[0] is not None and all(d >= 0 for d in out[0]):
+                found[name] = helper.make_tensor_type_proto(out[1], list(out[0]))
+    outputs = [o for o in node.output if o]
+    if all(o in found for o in outputs) or domain:
+        return found
+    shape, elem = _fallback_shape(node, [types.get(n) if n else None for n in node.input])
+    if shape is not None:
         for k, out in enumerate(node.output):
-            if not out or is_static(types.get(out)):
+            if not out or out in found or (k > 0 and node.op_type != "Dropout"):
                 continue
             out_elem = elem
             if node.op_type in _BOOL_OUT or (node.op_type == "Dropout" and k == 1):
                 out_elem = TensorProto.BOOL
             elif node.op_type == "Cast":
                 out_elem = next((a.i for a in node.attribute if a.name == "to"), elem)
-            if k > 0 and node.op_type not in ("Dropout",):
-                continue
-            types[out] = helper.make_tensor_type_proto(out_elem, list(shape))
-            filled += 1
-    return filled
+            found[out] = helper.make_tensor_type_proto(out_elem, list(shape))
+    return found
+
+
+def _arg(name: str, types: Mapping[str, onnx.TypeProto], known: Mapping[str, np.ndarray]) -> Arg:
+    type_proto = types.get(name) if name else None
+    if type_proto is None or not type_proto.HasField("tensor_type"):
+        return Arg(None)
+    elem = type_proto.tensor_type.elem_type
+    shape = tuple(d.dim_value for d in type_proto.tensor_type.shape.dim) if is_static(type_proto) else None
+    return Arg(shape, elem, known.get(name))
 
 
 def _fallback_shape(node: onnx.NodeProto, ins: list) -> tuple[tuple[int, ...] | None, int]:
