@@ -222,7 +222,6 @@ BAD_CASES: dict[str, Bad] = {
     "missing-attribute": Bad(_save(CAST_WITHOUT_TO, "cast.onnx"), ModelError, ("cast.onnx", "my_cast", "'to'")),
     "dim-abc": Bad(_copy(CNN), DimsError, ("batch", "abc"), ("--dim", "batch=abc"), {"dims": {"batch": "abc"}}),
     "dim-x": Bad(_copy(CNN), DimsError, ("batch", "x"), ("--dim", "batch=x"), {"dims": {"batch": "x"}}),
-    "dim-zero": Bad(_copy(CNN), DimsError, ("batch", "0"), ("--dim", "batch=0"), {"dims": {"batch": 0}}),
     "dim-negative": Bad(_copy(CNN), DimsError, ("batch", "-1"), ("--dim", "batch=-1"), {"dims": {"batch": -1}}),
     "dim-float": Bad(_copy(CNN), DimsError, ("batch", "1.5"), ("--dim", "batch=1.5"), {"dims": {"batch": 1.5}}),
     "unbound-symbols": Bad(_copy(TRANSFORMER), DimsError, ("batch", "seq", "--dim batch=", "--dim seq=")),

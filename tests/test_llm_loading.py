@@ -155,7 +155,10 @@ def test_contrib_outputs_shape_the_rest_of_the_graph():
     model = _model(
         nodes,
         [helper.make_tensor_value_info("x", F, ["b", 4, 16]), helper.make_tensor_value_info("s", F, ["b", 4, 16])],
-        [helper.make_tensor_value_info("z", F, ["o1", "o2", "o3"]), helper.make_tensor_value_info("r", F, ["r1", "r2"])],
+        [
+            helper.make_tensor_value_info("z", F, ["o1", "o2", "o3"]),
+            helper.make_tensor_value_info("r", F, ["r1", "r2"]),
+        ],
         [_w("g", 16), _w("b", 16), _w("w", 16, 8), helper.make_tensor("target", TensorProto.INT64, [2], [-1, 16])],
         opsets=(("", 17), (MS, 1)),
     )
@@ -202,7 +205,7 @@ def test_expression_dim_needs_no_binding_and_past_zero_is_valid():
     assert not [w for w in loaded.warnings if "--dim" in w]
     with pytest.raises(DimsError, match="contradicts"):
         load_model(
-            _kv_model(), {"past_sequence_length": 1, "sequence_length": 5, f"past_sequence_length + sequence_length": 7}
+            _kv_model(), {"past_sequence_length": 1, "sequence_length": 5, "past_sequence_length + sequence_length": 7}
         )
     with pytest.raises(DimsError, match="unbound symbolic dims: past_sequence_length"):
         load_model(_kv_model(), {"sequence_length": 5})

@@ -27,7 +27,7 @@ import onnx
 
 from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import WhatIf
-from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.errors import DimsError, OnnxroofError
 from onnxroof.load.dims import parse_dim_bindings, symbolic_dims
 from onnxroof.load.reader import read_model
 from onnxroof.platform.lookup import load_platform
@@ -240,6 +240,8 @@ def _dim_values(model: onnx.ModelProto, dim: str, values: Sequence[int], fixed: 
     if not values:
         raise SweepError(f"dim '{dim}': no values to sweep")
     checked = [parse_dim_bindings([f"{dim}={value}"])[dim] for value in values]
+    if 0 in checked:  # a dim may be 0 (an empty KV cache), but a sweep divides by it (throughput per item)
+        raise DimsError(f"dim '{dim}': a swept value must be a positive integer, got 0")
     return sorted(int(v) for v in _unique(checked, f"dim '{dim}'"))
 
 
