@@ -12,6 +12,7 @@ import onnx
 import onnxroof.rules  # noqa: F401  (registers every rule family)
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.index import graph_index
 from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView
 from onnxroof.core.registry import evaluate, lookup, weight_table
 from onnxroof.core.states import NodeState, Role, RuleKind
@@ -24,7 +25,9 @@ def op_key(op: OpView) -> str:
 
 
 def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = None) -> NodeCost:
-    """State, kind, cost and weights of one node (control-flow nodes through their bodies)."""
+    """State, kind, cost and weights of one node (control-flow nodes through their bodies). A weight read
+    through a folded view (a Reshape of an initializer) is keyed by the initializer it aliases, so a weight
+    two ops read in different shapes (GenAI's tied int4 embedding and lm_head) counts once."""
     produced = [t for t in op.outputs if t is not None]
     if produced and all(t.role in (Role.WEIGHT, Role.STATIC) for t in produced):
         return NodeCost(NodeState.FOLDED, "", Cost.zero(), "computed from constants at load time", launches=0)
@@ -40,7 +43,8 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
     except ShapeUnknown as missing:
         note = f"no static shape for '{missing.tensor}'"
         return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
-    weights = weight_table(op, entry)
+    root = graph_index(scope).root
+    weights = {root(name): figures for name, figures in weight_table(op, entry).items()}
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
 
 
