@@ -4,10 +4,13 @@ Importing this package registers every rule with :mod:`onnxroof.core.registry`.
 """
 
 from onnxroof.rules import (  # noqa: F401
+    attention,
+    attention_fused,
     conv,
     elementwise,
     generators,
     indexing,
+    lowbit,
     matmul,
     movement,
     normalization,
@@ -15,4 +18,5 @@ from onnxroof.rules import (  # noqa: F401
     quantized,
     recurrent,
     reduction,
+    transformer,
 )

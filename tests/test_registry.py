@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pkgutil
+
 import pytest
 
-import onnxroof.rules  # noqa: F401  (registers every rule family)
+import onnxroof.rules
 from onnxroof.core.registry import DuplicateRuleError, all_rules, lookup, rule
 from onnxroof.core.states import RuleKind
 
@@ -144,7 +146,10 @@ def test_ai_onnx_domain_is_the_default_domain() -> None:
 
 
 def test_every_bundled_rule_declares_its_family() -> None:
-    """The family is declared at registration (``family_rule``), not derived from the module's name."""
+    """The family is declared at registration (``family_rule``), not derived from the module's name: a module's
+    own family, or (for a fused op filed with its neighbours: GemmFastGelu, GatherBlockQuantized...) the name of
+    another family module."""
+    modules = {m.name for m in pkgutil.iter_modules(onnxroof.rules.__path__) if not m.name.startswith("_")}
     for entry in all_rules():
         if entry.fn.__module__.startswith("onnxroof.rules."):
-            assert entry.family == entry.fn.__module__.rsplit(".", 1)[-1], (entry.op_type, entry.family)
+            assert entry.family in modules, (entry.op_type, entry.family)

@@ -48,3 +48,11 @@ def itemsize_of(name: str) -> float:
         if dtype_name == name:
             return size
     raise KeyError(name)
+
+
+def elem_type_of(name: str) -> int:
+    """The ONNX element type of a dtype name from :func:`dtype_info`; 0 (undefined) for an unknown name."""
+    for elem_type, (dtype_name, _) in _DTYPES.items():
+        if dtype_name == name:
+            return elem_type
+    return 0

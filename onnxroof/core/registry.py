@@ -15,12 +15,19 @@ Every op is in exactly one state (fvcore's distinction, made first class):
 
 ``config_inputs`` names inputs that configure the op rather than carry data (Reshape's ``shape``,
 Slice's ``starts``...): they are not charged as traffic and never count as parameters.
+
+``params`` gives the parameter count of weights stored in another form than one element per value: a
+function ``OpView -> {input index: logical elements}`` registered with the rule. A weight input it names
+counts those elements as parameters (0 for quantization metadata such as scales and zero points, or a
+precomputed table such as a rotary cos/sin cache); every other weight input counts its stored elements.
+Bytes never change: a weight is always charged at its stored size (MatMulNBits: params = N·K logical
+elements of the packed ``B``, bytes = packed data + scales + zero points).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from onnxroof.core.cost import Cost
@@ -28,6 +35,8 @@ from onnxroof.core.ir import OpView, normalize_domain
 from onnxroof.core.states import Role, RuleKind, RuleStatus
 
 RuleFn = Callable[[OpView], Cost]
+ParamsFn = Callable[[OpView], Mapping[int, float]]
+"""A weight's logical elements by input index, for weights not stored one element per value (module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +51,8 @@ class RuleEntry:
     """The op family the rule belongs to (its module in :mod:`onnxroof.rules` declares it once, see
     :func:`family_rule`): the roofline's efficiency class of ops not classed by type. "" for rules
     registered without one."""
+    params: ParamsFn | None = None
+    """Logical elements of weight inputs stored packed or derived (module docstring); None: stored elements."""
 
     @property
     def doc(self) -> str:
@@ -62,8 +73,10 @@ def rule(
     status: RuleStatus = RuleStatus.EXACT,
     config_inputs: Iterable[int] = (),
     family: str = "",
+    params: ParamsFn | None = None,
 ) -> Callable[[RuleFn], RuleFn]:
-    """Register ``fn`` as the cost rule of each op type in ``op_types`` (in ``domain``)."""
+    """Register ``fn`` as the cost rule of each op type in ``op_types`` (in ``domain``); ``params``, when
+    given, counts the logical elements of packed or derived weight inputs (module docstring)."""
     if kind not in tuple(RuleKind):
         raise ValueError(f"unknown rule kind {kind!r}; expected one of {tuple(RuleKind)}")
     if status not in tuple(RuleStatus):
@@ -76,7 +89,7 @@ def rule(
             key = (dom, op_type)
             if key in _RULES:
                 raise DuplicateRuleError(f"a rule for {dom or 'ai.onnx'}::{op_type} is already registered")
-            _RULES[key] = RuleEntry(dom, op_type, fn, kind, status, frozenset(config_inputs), family)
+            _RULES[key] = RuleEntry(dom, op_type, fn, kind, status, frozenset(config_inputs), family, params)
         return fn
 
     return register
@@ -114,11 +127,24 @@ def weight_inputs(op: OpView, entry: RuleEntry) -> list:
     return [t for t in data_inputs(op, entry) if t.role == Role.WEIGHT]
 
 
+def weight_table(op: OpView, entry: RuleEntry) -> dict[str, tuple[float, float]]:
+    """Weight name -> (parameters, stored bytes) of ``op``'s weight inputs: parameters are the logical elements
+    the rule's ``params`` function gives for an input, else the stored elements (module docstring)."""
+    logical = entry.params(op) if entry.params is not None else {}
+    table: dict[str, tuple[float, float]] = {}
+    for i, t in enumerate(op.inputs):
+        if t is None or i in entry.config_inputs or t.role != Role.WEIGHT:
+            continue
+        table[t.name] = (float(logical.get(i, t.numel)), float(t.nbytes))
+    return table
+
+
 def evaluate(op: OpView, entry: RuleEntry) -> Cost:
     """Run ``entry``'s rule on ``op`` and attach the parameter count.
 
-    params = Σ elements of the weight tensors among the op's data inputs (a rule never counts them).
+    params = Σ parameters of the weight tensors among the op's data inputs (:func:`weight_table`; a rule
+    never counts them).
     """
     cost = entry.fn(op)
-    params = sum(t.numel for t in weight_inputs(op, entry))
+    params = sum(numel for numel, _ in weight_table(op, entry).values())
     return replace(cost, params=float(params))
