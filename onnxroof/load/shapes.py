@@ -294,41 +294,57 @@ def _infer_bodies(
     written into the body's ``value_info`` (where costing reads them), and an ``If`` whose outputs are still
     unshaped takes them from a branch whose outputs are static.
     """
-    filled = 0
     bodies = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
     bodies += [g for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
-    for body in bodies:
-        scope = dict(types)  # the body's own value_info is not trusted: see the docstring
-        scope.update({v.name: v.type for v in body.input if v.type.HasField("tensor_type")})
-        scope.update({t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in body.initializer})
-        inner_known = dict(known)
-        for tensor in body.initializer:
-            if tensor.data_location != TensorProto.EXTERNAL and math.prod(tensor.dims) <= SMALL_CONSTANT_LIMIT:
-                inner_known[tensor.name] = numpy_helper.to_array(tensor)
-        before = {name for name, t in scope.items() if is_static(t)}
-        filled += _propagate_graph(body, scope, None, inner_known, opsets, ir_version)
-        declared = {v.name for v in body.value_info}
-        outputs = {v.name: v for v in body.output}
-        for inner in body.node:
-            for name in inner.output:
-                if not name or name in before or not is_static(scope.get(name)):
-                    continue
-                if name in outputs:
-                    outputs[name].type.CopyFrom(scope[name])
-                elif name not in declared:
-                    body.value_info.append(helper.make_value_info(name, scope[name]))
-                else:
-                    next(v for v in body.value_info if v.name == name).type.CopyFrom(scope[name])
+    filled = sum(_infer_body(body, types, known, opsets, ir_version) for body in bodies)
     if node.op_type == "If":
-        for body in bodies:
-            branch = [v.type for v in body.output]
-            if len(branch) == len(node.output) and all(is_static(t) for t in branch):
-                for name, type_proto in zip(node.output, branch, strict=True):
-                    if name and not is_static(types.get(name)):
-                        types[name] = type_proto
-                        filled += 1
-                break
+        filled += _if_outputs_from_a_branch(node, bodies, types)
     return filled
+
+
+def _infer_body(
+    body: onnx.GraphProto,
+    types: Mapping[str, onnx.TypeProto],
+    known: Mapping[str, np.ndarray],
+    opsets: Sequence,
+    ir_version: int,
+) -> int:
+    """Propagate shapes through one body from the outer scope, and write what it found into the body."""
+    produced = {name for inner in body.node for name in inner.output if name}
+    # The body's value_info is not trusted (see _infer_bodies), and a name the body produces shadows the outer
+    # one: Optimum's merged decoder names its branch outputs as the If's outputs (`logits`, `present.0.key`).
+    scope = {name: t for name, t in types.items() if name not in produced}
+    scope.update({v.name: v.type for v in body.input if v.type.HasField("tensor_type")})
+    scope.update({t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in body.initializer})
+    inner_known = dict(known)
+    for tensor in body.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL and math.prod(tensor.dims) <= SMALL_CONSTANT_LIMIT:
+            inner_known[tensor.name] = numpy_helper.to_array(tensor)
+    filled = _propagate_graph(body, scope, None, inner_known, opsets, ir_version)
+    _record_body_types(body, {name: scope[name] for name in produced if is_static(scope.get(name))})
+    return filled
+
+
+def _record_body_types(body: onnx.GraphProto, found: Mapping[str, onnx.TypeProto]) -> None:
+    """Write the static types found for the body's own tensors into its outputs and value_info (costing reads
+    them there)."""
+    declared = {v.name: v for v in [*body.value_info, *body.output]}
+    for name, type_proto in found.items():
+        if name in declared:
+            declared[name].type.CopyFrom(type_proto)
+        else:
+            body.value_info.append(helper.make_value_info(name, type_proto))
+
+
+def _if_outputs_from_a_branch(node: onnx.NodeProto, bodies: Sequence[onnx.GraphProto], types: dict) -> int:
+    """An ``If`` whose outputs are still unshaped takes them from a branch whose outputs are static."""
+    for body in bodies:
+        branch = [v.type for v in body.output]
+        if len(branch) == len(node.output) and all(is_static(t) for t in branch):
+            missing = [(n, t) for n, t in zip(node.output, branch, strict=True) if n and not is_static(types.get(n))]
+            types.update(missing)
+            return len(missing)
+    return 0
 
 
 def _small_int_or_static(type_proto: onnx.TypeProto | None) -> bool:
