@@ -1,0 +1,123 @@
+"""Tied weights stored twice: an exporter that folds ``Transpose(embedding)`` for a tied lm_head writes a second
+initializer holding the same values (ORT's transformer optimizer on GPT-2: ``wte`` [V, H] for the Gather and
+``onnx::MatMul_591`` [H, V] for the lm_head). PyTorch counts a tied weight once; so does onnxroof.
+
+Only the values can tell a tied copy from an untied lm_head of the same shape (Llama-2 has one), and the whole
+weights are never read. So a pair of float initializers whose dims are equal or transposed (2-D, at least
+:data:`MIN_ELEMENTS` elements, the same dtype) is compared at :data:`SAMPLES` positions spread over it (a
+fixed pseudo-random sample): ``a[i, j]`` against ``b[i, j]`` (a copy) or ``b[j, i]`` (a transposed copy), a few
+bytes each, read from the inline ``raw_data`` or from the external-data file (inside the model's folder,
+checked by the loader). The pair is tied when every sample is equal; a weight whose first :data:`ZERO_PROBE`
+samples are all zero is never called tied (an absent or sparse weight file reads as zeros: inconclusive). The chance that two independent weights of a
+trained model agree bit for bit at 64 positions is nil; a weight that is all zeros is never called tied.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+MIN_ELEMENTS = 4096
+SAMPLES = 64
+ZERO_PROBE = 8
+_FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
+
+
+def tied_copies(model: onnx.ModelProto, base: Path | None) -> dict[str, str]:
+    """``{copy: original}`` for every initializer that repeats another's values (as is, or transposed).
+
+    The original is the earlier initializer of the pair in file order. ``base`` is the model's folder (for
+    external data); without it, only inline values are compared. Each candidate is sampled once (its values at
+    the sample positions of the pair's row-major shape): linear in the number of candidates.
+    """
+    groups: dict[tuple[int, tuple[int, ...]], list[TensorProto]] = {}
+    for tensor in model.graph.initializer:
+        if _is_candidate(tensor):
+            groups.setdefault((tensor.data_type, tuple(sorted(tensor.dims))), []).append(tensor)
+    tied: dict[str, str] = {}
+    with _Reader(base) as reader:
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            rows, cols = members[0].dims
+            positions = _positions(rows, cols)
+            seen: dict[bytes, str] = {}
+            for tensor in members:
+                signature = _signature(tensor, rows, positions, reader)
+                if signature is None:
+                    continue
+                if signature in seen:
+                    tied[tensor.name] = seen[signature]
+                else:
+                    seen[signature] = tensor.name
+    return tied
+
+
+def _is_candidate(tensor: TensorProto) -> bool:
+    return tensor.data_type in _FLOATS and len(tensor.dims) == 2 and math.prod(tensor.dims) >= MIN_ELEMENTS
+
+
+def _signature(tensor: TensorProto, rows: int, positions: list[tuple[int, int]], reader: _Reader) -> bytes | None:
+    """The tensor's values at the sample ``positions`` of a [rows, cols] matrix (read transposed when the tensor
+    is [cols, rows]); None when a value cannot be read, or when the first :data:`ZERO_PROBE` samples are all zero
+    (an absent or sparse weight file: inconclusive)."""
+    size = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    transposed = tensor.dims[0] != rows
+    parts = []
+    for n, (i, j) in enumerate(positions):
+        flat = j * rows + i if transposed else i * tensor.dims[1] + j
+        value = reader.element(tensor, flat * size, size)
+        if value is None:
+            return None
+        parts.append(value)
+        if n + 1 == ZERO_PROBE and not any(b"".join(parts)):
+            return None
+    return b"".join(parts)
+
+
+def _positions(rows: int, cols: int) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(rows * 1_000_003 + cols)
+    return [(int(flat // cols), int(flat % cols)) for flat in rng.integers(0, rows * cols, SAMPLES)]
+
+
+class _Reader:
+    """Reads single elements of initializers: inline ``raw_data`` or external data (files opened once)."""
+
+    def __init__(self, base: Path | None) -> None:
+        self.base = base
+        self.files: dict[str, object] = {}
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self.files.values():
+            if handle is not None:
+                handle.close()
+
+    def element(self, tensor: TensorProto, offset: int, size: int) -> bytes | None:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            data = tensor.raw_data
+            return bytes(data[offset : offset + size]) if offset + size <= len(data) else None
+        entries = {e.key: e.value for e in tensor.external_data}
+        start, length = int(entries.get("offset", 0) or 0), entries.get("length")
+        if self.base is None or "location" not in entries or (length and offset + size > int(length)):
+            return None
+        handle = self._open(entries["location"])
+        if handle is None:
+            return None
+        handle.seek(start + offset)
+        chunk = handle.read(size)
+        return chunk if len(chunk) == size else None
+
+    def _open(self, location: str):
+        if location not in self.files:
+            try:
+                self.files[location] = open(self.base / location, "rb")  # noqa: SIM115  (closed in __exit__)
+            except OSError:
+                self.files[location] = None
+        return self.files[location]
