@@ -18,14 +18,15 @@ rule = family_rule("movement")
 
 
 @rule("Reshape", "Squeeze", "Unsqueeze", kind=RuleKind.VIEW, config_inputs=(1,))
-@rule("Flatten", "Identity", kind=RuleKind.VIEW)
+@rule("Flatten", "Identity", "BitCast", kind=RuleKind.VIEW)
 @rule("Dropout", kind=RuleKind.VIEW, config_inputs=(1, 2))
 def view(op: OpView) -> Cost:
     """An alias of its input: same elements, same order, a new shape.
 
     Formula: 0 FLOPs.
     Bytes: none read, none written: the output shares the input's buffer.
-    Assumptions: inference. Dropout is an identity at inference (ratio and training_mode are ignored)
+    Assumptions: inference. BitCast (opset 26) reinterprets the same bytes as another type. Dropout is an
+    identity at inference (ratio and training_mode are ignored)
     and its optional mask output is not materialised. Reshape.shape, Squeeze/Unsqueeze.axes and
     Dropout's ratio/training_mode are config inputs, never traffic or parameters.
     """

@@ -1,4 +1,4 @@
-"""Cost rules: normalization ops (BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RMSNorm, LRN, Softmax family)
+"""Cost rules: normalization ops (BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RMSNorm, LpNorm, LRN, Softmax family)
 and the ONNX Runtime contrib fusions of LayerNorm/RMSNorm with a residual add.
 
 Counting rules are those of :mod:`onnxroof.rules.elementwise` (each transcendental = 1 operation, each
@@ -117,6 +117,23 @@ def rms_normalization(op: OpView) -> Cost:
     shape = shape_of(required_input(op, 0))
     rows = _rows(shape, op.attrs.get("axis", -1))
     return streaming(op, _rms_norm_flops(math.prod(shape), rows))
+
+
+@rule("LpNormalization")
+def lp_normalization(op: OpView) -> Cost:
+    """ai.onnx::LpNormalization. y = x / ‖x‖_p along ``axis`` (p = 1 or 2).
+
+    Formula: FLOPs = 3·N + k·R, N = elements of X, R = rows = N / (length of ``axis``).
+      Per element: |x| or x² 1, Σ 1, multiply by 1/norm 1 = 3. Per row: k = 2 for p = 2 (sqrt, reciprocal),
+      1 for p = 1 (reciprocal).
+    Bytes: read X; write Y.
+    Reference: ONNX LpNormalization-22.
+    """
+    shape = shape_of(required_input(op, 0))
+    n = math.prod(shape)
+    length = shape[normalize_axis(op.attrs.get("axis", -1), len(shape))] if shape else 1
+    rows = n // length if length else 0
+    return streaming(op, 3 * n + (2 if op.attrs.get("p", 2) == 2 else 1) * rows)
 
 
 @rule("SimplifiedLayerNormalization")

@@ -1,4 +1,4 @@
-"""Cost rules: reductions (Reduce*, ArgMax/ArgMin, TopK, CumSum).
+"""Cost rules: reductions (Reduce*, ArgMax/ArgMin, TopK, CumSum, CumProd).
 
 Counting rules are those of :mod:`onnxroof.rules.elementwise`. A reduction accumulates from its identity
 (0 for sums, ±∞ for max/min, 1 for products), so it costs one add / compare / multiply per INPUT element
@@ -104,11 +104,11 @@ def top_k(op: OpView) -> Cost:
     return streaming(op, x.numel * max(1, math.ceil(math.log2(k))) if k > 0 else 0, skip=(1,))
 
 
-@rule("CumSum", config_inputs=(1,))
+@rule("CumSum", "CumProd", config_inputs=(1,))
 def cum_sum(op: OpView) -> Cost:
-    """ai.onnx::CumSum along the axis given by input 1.
+    """ai.onnx::CumSum (and CumProd, opset 26) along the axis given by input 1.
 
-    Formula: FLOPs = N, N = input elements: 1 add per element.
+    Formula: FLOPs = N, N = input elements: 1 add (CumProd: 1 multiply) per element.
     Bytes: read x; write y. ``axis`` (input 1) is a config input, not charged.
     Assumptions: the running sum starts from 0 (one add per element, whichever ``exclusive``/``reverse``);
       the axis value is not known statically, so the N/len first elements of each line are not discounted.

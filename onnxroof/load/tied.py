@@ -4,12 +4,13 @@ initializer holding the same values (ORT's transformer optimizer on GPT-2: ``wte
 
 Only the values can tell a tied copy from an untied lm_head of the same shape (Llama-2 has one), and the whole
 weights are never read. So a pair of float initializers whose dims are equal or transposed (2-D, at least
-:data:`MIN_ELEMENTS` elements, the same dtype) is compared at :data:`SAMPLES` positions spread over it (a
-fixed pseudo-random sample): ``a[i, j]`` against ``b[i, j]`` (a copy) or ``b[j, i]`` (a transposed copy), a few
-bytes each, read from the inline ``raw_data`` or from the external-data file (inside the model's folder,
-checked by the loader). The pair is tied when every sample is equal; a weight whose first :data:`ZERO_PROBE`
-samples are all zero is never called tied (an absent or sparse weight file reads as zeros: inconclusive). The chance that two independent weights of a
-trained model agree bit for bit at 64 positions is nil; a weight that is all zeros is never called tied.
+:data:`MIN_ELEMENTS` elements, the same dtype) is compared at :data:`SAMPLES` positions spread over it (a fixed
+pseudo-random sample): ``a[i, j]`` against ``b[i, j]`` (a copy) or ``b[j, i]`` (a transposed copy), a few bytes
+each, read from the inline ``raw_data`` or from the external-data file (inside the model's folder, checked by the
+loader). The pair is tied when every sample is equal; a weight whose first :data:`ZERO_PROBE` samples are all zero
+is never called tied (an absent or sparse weight file reads as zeros: inconclusive). The chance that two independent
+weights of a trained model agree bit for bit at 64 positions is nil; a weight that is all zeros is never called
+tied.
 """
 
 from __future__ import annotations

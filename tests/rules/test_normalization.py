@@ -241,3 +241,13 @@ def test_every_rule_documented():
     for e in entries:
         assert "Formula:" in e.doc, e.op_type
         assert "Bytes:" in e.doc, e.op_type
+
+
+@pytest.mark.parametrize(("p", "per_row"), [(2, 2), (1, 1)])
+def test_lp_normalization(p: int, per_row: int) -> None:
+    """FLOPs = 3·N + k·R (k = 2 for p = 2, 1 for p = 1), R = N / len(axis); bytes = read X, write Y."""
+    op = make_op("LpNormalization", [((4, 6, 8), "float32")], [((4, 6, 8), "float32")], opset=22, axis=1, p=p)
+    n, rows = 4 * 6 * 8, 4 * 8
+    cost = cost_of(op)
+    assert cost.flops == 3 * n + per_row * rows
+    assert cost.bytes_read == n * 4 and cost.bytes_written == n * 4

@@ -142,7 +142,13 @@ MODULE = "onnxroof.rules.reduction"
 
 def test_every_rule_documented():
     entries = [e for e in all_rules() if e.fn.__module__ == MODULE]
-    assert {e.op_type for e in entries} == {*REDUCE, "ArgMax", "ArgMin", "TopK", "CumSum"}
+    assert {e.op_type for e in entries} == {*REDUCE, "ArgMax", "ArgMin", "TopK", "CumSum", "CumProd"}
     for e in entries:
         assert "Formula:" in e.doc, e.op_type
         assert "Bytes:" in e.doc, e.op_type
+
+
+def test_cum_prod_is_one_multiply_per_element() -> None:
+    op = make_op("CumProd", [((3, 5), "float32"), ((), "int64")], [((3, 5), "float32")], opset=26)
+    cost = cost_of(op)
+    assert cost.flops == 15 and cost.bytes_read == 15 * 4 and cost.bytes_written == 15 * 4
