@@ -155,12 +155,15 @@ def analyze(
     layer_densities: Mapping[str, Mapping[str, float]] | None = None,
     compress_mem: bool = False,
     skip_compute: bool = False,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Analysis:
     """Cost every node of ``model`` and place it on ``platform``'s roofline.
 
-    ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` re-costs the model as if run in that
-    precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element size, every node
-    its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no static shape;
+    ``dims`` binds symbolic input dims (``{"batch": 1}``), ``shapes`` whole inputs (``{"x": (1, 3, 48, 192)}``;
+    a conflict between the two raises :class:`~onnxroof.core.errors.DimsError`); ``precision`` re-costs the model
+    as if run in that precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element
+    size, every node its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no
+    static shape;
     ``fusion`` names the fusion profile (default: the platform's). ``whatif`` gives the what-if knobs as one
     :class:`~onnxroof.analysis.whatif.WhatIf` (precision, densities, per-layer densities, compress_mem,
     skip_compute: FRAME's sparsity knobs, :mod:`onnxroof.analysis.whatif`); the same knobs may instead be given
@@ -172,7 +175,7 @@ def analyze(
         raise TypeError("analyze(): give the what-if knobs either as whatif=WhatIf(...) or as keywords, not both")
     plan = whatif if whatif is not None else legacy
     with _gc_paused():
-        return _analyze(model, platform, dims, plan, strict, fusion)
+        return _analyze(model, platform, dims, plan, strict, fusion, shapes)
 
 
 @contextlib.contextmanager
@@ -198,12 +201,13 @@ def _analyze(
     plan: WhatIf,
     strict: bool,
     fusion: str | None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Analysis:
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     precision = plan.precision
     if precision is not None:
         target.peak(precision)  # raises PlatformError naming what the platform has
-    loaded = load_model(model, dims)
+    loaded = load_model(model, dims, shapes)
     density_map = tensor_densities(loaded.model.graph, plan)
     ir = build_ir(loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order)
     warnings = list(loaded.warnings) + whatif_warnings(plan, target)

@@ -101,6 +101,15 @@ DimOption = Annotated[
         "--dim", "-d", help="Bind a symbolic input dim: NAME=VALUE. Repeat for several.", metavar="NAME=VALUE"
     ),
 ]
+ShapeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--shape",
+        help="Bind a whole input's shape: INPUT=1x3x224x224 (as trtexec's --shapes). Repeat for several inputs; "
+        "a value that contradicts a --dim is an error.",
+        metavar="INPUT=DIMxDIM...",
+    ),
+]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")]
 FusionOption = Annotated[
     str | None,
@@ -133,6 +142,13 @@ SkipOption = Annotated[
     bool,
     typer.Option("--skip-compute", help="Skip zero MACs as the platform can (2:4 structured, unstructured, none)."),
 ]
+
+
+def shape_options(shape: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """``--shape`` items parsed (:func:`~onnxroof.load.dims.parse_shape_bindings`); empty when none."""
+    from onnxroof.load.dims import parse_shape_bindings
+
+    return parse_shape_bindings(shape or [])
 
 
 @contextlib.contextmanager

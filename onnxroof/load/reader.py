@@ -25,7 +25,7 @@ from onnx import TensorProto, helper
 
 from onnxroof.core.errors import ModelError, one_line
 from onnxroof.core.ir import normalize_domain, topological_order
-from onnxroof.load.dims import bind_dims, parse_dim_bindings, symbolic_dims
+from onnxroof.load.dims import bind_dims, parse_dim_bindings, shape_bindings, symbolic_dims
 from onnxroof.load.shapes import (
     fold_small_constants,
     infer,
@@ -188,8 +188,16 @@ def check_model(model: onnx.ModelProto, path: Path | None) -> int:
 # ------------------------------------------------------------------------------------------- entry point
 
 
-def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, object] | None = None) -> LoadedModel:
-    """Read, check, bind dims, inline local functions and infer shapes; never reads weight bytes."""
+def load_model(
+    source: str | os.PathLike | onnx.ModelProto,
+    dims: Mapping[str, object] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> LoadedModel:
+    """Read, check, bind dims, inline local functions and infer shapes; never reads weight bytes.
+
+    ``shapes`` binds whole inputs (``{"image": (1, 3, 48, 192)}``, :func:`~onnxroof.load.dims.shape_bindings`);
+    a symbol it gives a value other than ``dims`` does is a :class:`~onnxroof.core.errors.DimsError`.
+    """
     model, path = read_model(source)
     check_external_paths(model, path)
     opset = check_model(model, path)
@@ -202,6 +210,8 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, o
                 f"could not inline model-local functions ({one_line(str(exc))}); their calls are "
                 f"reported as unsupported"
             )
+    if shapes:
+        dims = shape_bindings(model, shapes, dims)
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
     inferred, infer_warnings = infer(model)
