@@ -21,6 +21,10 @@ class DimsError(OnnxroofError):
     """Symbolic dimensions are unbound or bound to a value that is not a positive integer."""
 
 
+class CostError(ModelError):
+    """A rule gave a node a negative (or NaN) cost: the node's shapes or attributes are malformed."""
+
+
 class StrictError(OnnxroofError):
     """`--strict` was given and some nodes could not be costed."""
 
