@@ -66,3 +66,51 @@ def test_known_op_on_weights_still_folds() -> None:
         [weight],
     )
     assert {n.name: n.state for n in onnxroof.analyze(model).nodes}["neg"] == "folded"
+
+
+# ------------------------------------------------------------------ tied and derived weights count once
+
+VOCAB, HIDDEN = 50, 16
+
+
+def tied_embedding_model() -> onnx.ModelProto:
+    """GPT-2's tied embedding as exporters write it: E feeds Gather (lookup) and, through Transpose(E), the
+    lm_head MatMul."""
+    table = numpy_helper.from_array(np.ones((VOCAB, HIDDEN), np.float32), "E")
+    return _model(
+        [
+            helper.make_node("Gather", ["E", "ids"], ["h"], name="embed"),
+            helper.make_node("Transpose", ["E"], ["Et"], name="untie", perm=[1, 0]),
+            helper.make_node("MatMul", ["h", "Et"], ["logits"], name="lm_head"),
+        ],
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 4])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 4, VOCAB])],
+        [table],
+    )
+
+
+def test_tied_embedding_counts_once() -> None:
+    analysis = onnxroof.analyze(tied_embedding_model())
+    assert analysis.totals.params == VOCAB * HIDDEN
+    lm_head = next(n for n in analysis.nodes if n.name == "lm_head")
+    assert lm_head.bytes_read >= VOCAB * HIDDEN * 4  # the derived weight's bytes are still read
+
+
+def test_derived_weight_roots_count_once_through_chains() -> None:
+    """Transpose(Neg(E)) read by MatMul, E read by nobody else: params are E's, once."""
+    table = numpy_helper.from_array(np.ones((VOCAB, HIDDEN), np.float32), "E")
+    model = _model(
+        [
+            helper.make_node("Neg", ["E"], ["En"], name="neg"),
+            helper.make_node("Transpose", ["En"], ["Et"], name="t", perm=[1, 0]),
+            helper.make_node("MatMul", ["x", "Et"], ["y"], name="mm1"),
+            helper.make_node("MatMul", ["x", "Et"], ["z"], name="mm2"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, HIDDEN])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, VOCAB]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, VOCAB]),
+        ],
+        [table],
+    )
+    assert onnxroof.analyze(model).totals.params == VOCAB * HIDDEN

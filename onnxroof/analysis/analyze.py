@@ -32,6 +32,7 @@ from onnxroof.analysis.whatif import (
     tensor_densities,
     whatif_warnings,
 )
+from onnxroof.core.cost import merge_weights
 from onnxroof.core.errors import StrictError
 from onnxroof.core.index import GraphIndex, graph_index
 from onnxroof.core.ir import ModelIR, build_ir
@@ -323,10 +324,11 @@ def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, li
 
 
 def _distinct_weights(node_costs: list[NodeCost]) -> dict[str, tuple[float, float]]:
-    """Weight name -> (elements, bytes): a weight shared by several nodes counts once."""
+    """Weight name -> (elements, bytes): a weight shared by several nodes counts once, a derived weight's
+    elements are its roots' (:func:`onnxroof.costing.node.weight_entries`)."""
     weights: dict[str, tuple[float, float]] = {}
     for node_cost in node_costs:
-        weights.update(node_cost.weights)
+        merge_weights(weights, node_cost.weights)
     return weights
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxroof.core.cost import Cost
+from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_graph_ir, graph_value_types
 from onnxroof.core.states import NodeState, RuleKind
 
@@ -57,7 +57,7 @@ def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCo
         if result.state == NodeState.COSTED:
             total += result.cost
             launches += result.launches
-            weights.update(result.weights)
+            merge_weights(weights, result.weights)
         elif result.state == NodeState.UNSUPPORTED:
             unsupported.append(f"{op.domain}::{op.op_type}" if op.domain else op.op_type)
         elif result.state == NodeState.UNKNOWN_SHAPE:
@@ -119,7 +119,9 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
         note += f"; body ops without a rule: {', '.join(sorted(set(unsupported)))}"
     if unknown:
         note += f"; {unknown} body node(s) without static shapes not costed"
-    weights = {k: v for body in bodies.values() for k, v in body.weights.items()}
+    weights: dict[str, tuple[float, float]] = {}
+    for body in bodies.values():
+        merge_weights(weights, body.weights)
     cost = replace(chosen.cost.scaled(iterations), params=sum(n for n, _ in weights.values()))
     return NodeCost(NodeState.COSTED, RuleKind.COMPUTE, cost, note, chosen.launches * iterations, weights, unsupported)
 
