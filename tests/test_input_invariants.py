@@ -114,3 +114,82 @@ def test_derived_weight_roots_count_once_through_chains() -> None:
         [table],
     )
     assert onnxroof.analyze(model).totals.params == VOCAB * HIDDEN
+
+
+# ------------------------------------------------------------------------------ never hang, never crash
+
+
+def _report(*args: object):
+    import inspect
+
+    from typer.testing import CliRunner
+
+    from onnxroof.cli import app
+
+    runner = CliRunner(mix_stderr=False) if "mix_stderr" in inspect.signature(CliRunner.__init__).parameters else None
+    return (runner or CliRunner()).invoke(app, ["report", *map(str, args)], env={"COLUMNS": "200", "NO_COLOR": "1"})
+
+
+def _one_line_error(result, *needles: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for needle in needles:
+        assert needle in result.stderr
+
+
+def test_a_fifo_is_refused_not_read(tmp_path) -> None:
+    import os
+
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)
+    _one_line_error(_report(fifo), "not a regular file")
+
+
+def test_a_link_to_dev_zero_is_refused(tmp_path) -> None:
+    link = tmp_path / "model.onnx"
+    link.symlink_to("/dev/zero")
+    _one_line_error(_report(link), "not a regular file")
+
+
+def test_a_full_disk_is_an_environment_error(tmp_path) -> None:
+    from pathlib import Path
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    path = tmp_path / "m.onnx"
+    onnx.save(tied_embedding_model(), path)
+    _one_line_error(_report(path, "-f", "json", "-o", "/dev/full"), "/dev/full", "No space left")
+
+
+def _external_model(location: str) -> onnx.ModelProto:
+    model = tied_embedding_model()
+    table = model.graph.initializer[0]
+    table.ClearField("raw_data")
+    table.ClearField("float_data")
+    table.data_location = TensorProto.EXTERNAL
+    entry = table.external_data.add()
+    entry.key, entry.value = "location", location
+    return model
+
+
+@pytest.mark.parametrize(("location", "needle"), [("loop.bin", "loop.bin"), ("we\0ights.bin", "NUL byte")])
+def test_bad_external_locations_are_one_line(tmp_path, location: str, needle: str) -> None:
+    (tmp_path / "loop.bin").symlink_to(tmp_path / "loop.bin")
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_external_model(location).SerializeToString())
+    _one_line_error(_report(path), needle)
+
+
+def test_an_external_location_that_is_a_fifo_is_refused(tmp_path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "w.bin")
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_external_model("w.bin").SerializeToString())
+    _one_line_error(_report(path), "not a regular file")
+
+
+def test_an_absent_external_file_still_analyzes(tmp_path) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_external_model("absent.bin").SerializeToString())
+    assert _report(path, "-f", "json").exit_code == 0

@@ -66,6 +66,11 @@ def _errors(debug: bool) -> Iterator[None]:
         _fail(str(exc).replace("[", r"\["), 2)
     except (typer.Exit, typer.Abort):
         raise
+    except OSError as exc:  # the environment (a full disk, a vanished file), not a bug: exit 2
+        if debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        _fail(f"{where}{exc.strerror or exc}".replace("[", r"\["), 2)
     except Exception as exc:
         if debug:
             raise

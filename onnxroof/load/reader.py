@@ -14,6 +14,7 @@ unknown is reported by name with the node that produced it.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 MIN_OPSET = 7
+MAX_MODEL_BYTES = 4 * 2**30
+"""The largest model file read: a protobuf cannot exceed 2 GiB, so anything over twice that is not one."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,23 @@ def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelP
         model.CopyFrom(source)
         return model, None
     path = Path(source)
-    if not path.exists():
-        raise ModelError(f"{path}: no such file")
-    if path.is_dir():
+    if "\0" in str(path):
+        raise ModelError(f"{str(path)!r}: a path cannot hold a NUL byte")
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no such file") from None
+    except OSError as exc:  # a symlink loop, a name too long, no permission
+        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
         raise ModelError(f"{path}: is a folder, not an ONNX file")
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block forever, /dev/zero never ends
+        raise ModelError(f"{path}: not a regular file (a device, FIFO or socket); give an ONNX file")
+    if info.st_size > MAX_MODEL_BYTES:
+        raise ModelError(
+            f"{path}: {info.st_size / 2**30:.1f} GiB is larger than any ONNX protobuf can be (2 GiB); "
+            f"weights over 2 GiB belong in external data files"
+        )
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf raises DecodeError and others on bad bytes
@@ -119,7 +135,8 @@ def _external_location(tensor: TensorProto) -> str:
 
 
 def check_external_paths(model: onnx.ModelProto, path: Path | None) -> None:
-    """Every external-data location must be a relative path inside the model's folder.
+    """Every external-data location must be a relative path inside the model's folder, without a NUL byte or a
+    symlink loop, naming a regular file when it exists (stat'ed, never read: an absent weight file analyzes).
 
     The folder is resolved once and each distinct location once (a 7B model names one file ~300 times).
     """
@@ -131,12 +148,37 @@ def check_external_paths(model: onnx.ModelProto, path: Path | None) -> None:
         if not location:
             raise ModelError(f"{where}: tensor '{tensor.name}': external data has no 'location'")
         if location not in inside:
-            inside[location] = not Path(location).is_absolute() and (base / location).resolve().is_relative_to(base)
+            inside[location] = _inside(base, location, where, tensor.name)
         if not inside[location]:
             raise ModelError(
                 f"{where}: tensor '{tensor.name}': external data location '{location}' points outside "
                 f"the model's folder"
             )
+
+
+def _inside(base: Path, location: str, where: str, tensor: str) -> bool:
+    """Whether ``location`` stays inside ``base``; a location that cannot be a weight file is a ModelError."""
+    if "\0" in location:
+        raise ModelError(f"{where}: tensor '{tensor}': external data location {location!r} holds a NUL byte")
+    if Path(location).is_absolute():
+        return False
+    try:
+        target = (base / location).resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise ModelError(f"{where}: tensor '{tensor}': external data location '{location}': {exc}") from None
+    if not target.is_relative_to(base):
+        return False
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        raise ModelError(
+            f"{where}: tensor '{tensor}': external data location '{location}': {exc.strerror or exc}"
+        ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelError(f"{where}: tensor '{tensor}': external data location '{location}' is not a regular file")
+    return True
 
 
 def _without_external_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
