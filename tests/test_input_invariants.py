@@ -193,3 +193,59 @@ def test_an_absent_external_file_still_analyzes(tmp_path) -> None:
     path = tmp_path / "m.onnx"
     path.write_bytes(_external_model("absent.bin").SerializeToString())
     assert _report(path, "-f", "json").exit_code == 0
+
+
+# --------------------------------------------------- the crash sites the fuzzer found, each named to the user
+
+
+def _mutated(name: str, change) -> onnx.ModelProto:
+    from fuzz import small_models
+
+    model = small_models()[name]
+    change(model)
+    return model
+
+
+def _set_attr(node: onnx.NodeProto, name: str, value) -> None:
+    for attr in list(node.attribute):
+        if attr.name == name:
+            node.attribute.remove(attr)
+    node.attribute.append(helper.make_attribute(name, value))
+
+
+def _clear_dims(tensor) -> None:
+    del tensor.dims[:]
+
+
+def _rank0_input(model: onnx.ModelProto) -> None:
+    del model.graph.input[0].type.tensor_type.shape.dim[:]
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "needle"),
+    [
+        ("lstm", lambda m: _clear_dims(m.graph.initializer[0]), "(LSTM): weight W 'w' has rank 0"),
+        ("lstm", _rank0_input, "(LSTM): input X 'x' has rank 0"),
+        ("gemm", _rank0_input, "(Gemm): operand ranks do not form a matrix product"),
+        ("scan", lambda m: _set_attr(m.graph.node[0], "num_scan_inputs", 2**40), "(Scan): num_scan_inputs"),
+        ("scan", lambda m: _set_attr(m.graph.node[0], "scan_input_axes", [5]), "(Scan): scan axis 5 is out of range"),
+        ("conv", lambda m: _set_attr(m.graph.node[0], "group", -7), "(Conv): group = -7"),
+    ],
+)
+def test_malformed_nodes_are_named(tmp_path, name: str, change, needle: str) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_mutated(name, change).SerializeToString())
+    result = _report(path, "-f", "json", "-o", tmp_path / "out.json", "--dim", "batch=1")
+    _one_line_error(result, needle)
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_folding_skips_what_it_cannot_evaluate() -> None:
+    """A weight whose dims no longer match its data (dims []) is not folded, and nothing raises."""
+    from onnxroof.load.shapes import _small_constant_values
+
+    model = tied_embedding_model()
+    del model.graph.initializer[0].dims[:]
+    assert _small_constant_values(model, None) == {}
+    model.graph.initializer[0].data_type = 999
+    assert _small_constant_values(model, None) == {}

@@ -20,6 +20,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxroof.core.cost import Cost, merge_weights
+from onnxroof.core.errors import MalformedNode
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_graph_ir, graph_value_types
 from onnxroof.core.states import NodeState, RuleKind
 
@@ -72,17 +73,24 @@ def _constant_scalar(name: str, graph: onnx.GraphProto | None) -> int | None:
         return None
     for tensor in graph.initializer:
         if tensor.name == name and tensor.data_location != onnx.TensorProto.EXTERNAL:
-            array = numpy_helper.to_array(tensor)
-            return int(array.reshape(-1)[0]) if array.size == 1 else None
+            return _scalar(tensor)
     for node in graph.node:
         if node.op_type == "Constant" and name in node.output:
             for attr in node.attribute:
                 if attr.name == "value":
-                    array = numpy_helper.to_array(attr.t)
-                    return int(array.reshape(-1)[0]) if array.size == 1 else None
+                    return _scalar(attr.t)
                 if attr.name == "value_int":
                     return int(attr.i)
     return None
+
+
+def _scalar(tensor: onnx.TensorProto) -> int | None:
+    """The integer value of a one-element tensor; None when it has another size or cannot be read."""
+    try:
+        array = numpy_helper.to_array(tensor)
+        return int(array.reshape(-1)[0]) if array.size == 1 and array.dtype.kind in "iub" else None
+    except Exception:  # dims that contradict the data, an unknown dtype
+        return None
 
 
 def _iterations(op: OpView, root_graph: onnx.GraphProto | None) -> tuple[int, str]:
@@ -94,11 +102,20 @@ def _iterations(op: OpView, root_graph: onnx.GraphProto | None) -> tuple[int, st
         return max(value, 0), f"{value} iterations (trip count; an upper bound if the condition ends it sooner)"
     if op.op_type == "Scan":
         scan_inputs = int(op.attrs.get("num_scan_inputs", 1))
-        first = op.inputs[len(op.inputs) - scan_inputs] if scan_inputs else None
+        if not 1 <= scan_inputs <= len(op.inputs):
+            raise MalformedNode(
+                f"node {op.id} (Scan): num_scan_inputs = {scan_inputs}, but the node has {len(op.inputs)} input(s)"
+            )
+        first = op.inputs[len(op.inputs) - scan_inputs]
         axes = list(op.attrs.get("scan_input_axes", []) or [0])
-        axis = 1 if op.opset < 9 else axes[0]
+        axis = 1 if op.opset < 9 else int(axes[0])
         if first is None or not first.is_static_shape:
             return 1, "scan length unknown: one iteration counted"
+        if not -len(first.shape) <= axis < len(first.shape):
+            raise MalformedNode(
+                f"node {op.id} (Scan): scan axis {axis} is out of range for scan input '{first.name}' of rank "
+                f"{len(first.shape)}"
+            )
         length = int(np.asarray(first.shape)[axis])
         return length, f"{length} iterations (scan length)"
     return 1, ""
