@@ -249,3 +249,33 @@ def test_folding_skips_what_it_cannot_evaluate() -> None:
     assert _small_constant_values(model, None) == {}
     model.graph.initializer[0].data_type = 999
     assert _small_constant_values(model, None) == {}
+
+
+# ----------------------------------------------------------- what a control-flow body leaves uncosted warns
+
+
+def test_uncosted_body_nodes_are_warnings() -> None:
+    def change(model: onnx.ModelProto) -> None:
+        then_branch = next(a.g for a in model.graph.node[1].attribute if a.name == "then_branch")
+        then_branch.node[0].op_type, then_branch.node[0].domain = "Scramble", "com.example"
+        model.opset_import.append(helper.make_opsetid("com.example", 1))
+
+    analysis = onnxroof.analyze(_mutated("if", change))
+    body = [w for w in analysis.warnings if w.startswith("inside node")]
+    assert len(body) == 1, analysis.warnings
+    assert "(If) then_branch: node" in body[0]
+    assert "(com.example::Scramble) not costed" in body[0]
+
+
+def test_a_body_node_without_a_shape_is_a_warning() -> None:
+    def change(model: onnx.ModelProto) -> None:
+        loop_body = model.graph.node[0].attribute[0].g
+        loop_body.node[1].input[1] = "nowhere_w"  # MatMul reads a tensor nothing defines: no shape
+        loop_body.input.append(_vi_unknown("nowhere_w"))
+
+    analysis = onnxroof.analyze(_mutated("loop", change))
+    assert any("(Loop) body: node" in w and "has no static shape" in w for w in analysis.warnings), analysis.warnings
+
+
+def _vi_unknown(name: str) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, None)

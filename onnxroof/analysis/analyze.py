@@ -261,6 +261,7 @@ def _analyze(
     for (wanted, used), count in sorted(fallbacks.items()):
         warnings.append(f"platform '{target.name}' has no {wanted} peak: {count} node(s) use its {used} peak")
     warnings += _shape_warnings(ir, results)
+    warnings += [line for node_cost in node_costs for line in node_cost.warnings]  # inside If/Loop/Scan bodies
 
     unsupported: dict[str, list[str]] = {}
     for op, result, node_cost in zip(ir.ops, results, node_costs, strict=True):

@@ -39,6 +39,9 @@ class NodeCost:
     weights: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # name -> (numel, nbytes)
     unsupported: tuple[str, ...] = ()  # op keys without a rule found inside bodies
     missing_tensor: str | None = None  # the tensor without a static shape (state ``unknown_shape``)
+    warnings: tuple[str, ...] = ()
+    """What was not costed inside the node's bodies, one line each (nested bodies included): the analysis
+    lists them in its warnings, so a body's uncosted nodes are never only a note."""
 
 
 @dataclass(frozen=True)
@@ -48,23 +51,31 @@ class BodyCost:
     weights: dict[str, tuple[float, float]]
     unsupported: tuple[str, ...]
     unknown: int  # body nodes without static shapes
+    uncosted: tuple[str, ...] = ()  # one line per body node not costed (unsupported, no static shape)
 
 
 def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCost:
     body = build_graph_ir(graph, scope.opsets, graph_value_types(graph), outer=scope.tensors, restate=scope.restate)
     total, launches, weights, unsupported, unknown = Cost.zero(), 0, {}, [], 0
+    uncosted: list[str] = []
     for op in body.ops:
         result = cost_fn(op, body)
+        key = f"{op.domain}::{op.op_type}" if op.domain else op.op_type
         if result.state == NodeState.COSTED:
             total += result.cost
             launches += result.launches
             merge_weights(weights, result.weights)
         elif result.state == NodeState.UNSUPPORTED:
-            unsupported.append(f"{op.domain}::{op.op_type}" if op.domain else op.op_type)
+            unsupported.append(key)
+            uncosted.append(f"node {op.id} ({key}) not costed: {result.note or 'no cost rule'}")
         elif result.state == NodeState.UNKNOWN_SHAPE:
             unknown += 1
+            uncosted.append(
+                f"node {op.id} ({key}) not costed: tensor '{result.missing_tensor or '?'}' has no static shape"
+            )
         unsupported.extend(result.unsupported)
-    return BodyCost(total, launches, weights, tuple(unsupported), unknown)
+        uncosted.extend(result.warnings)
+    return BodyCost(total, launches, weights, tuple(unsupported), unknown, tuple(uncosted))
 
 
 def _constant_scalar(name: str, graph: onnx.GraphProto | None) -> int | None:
@@ -140,7 +151,21 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
     for body in bodies.values():
         merge_weights(weights, body.weights)
     cost = replace(chosen.cost.scaled(iterations), params=sum(n for n, _ in weights.values()))
-    return NodeCost(NodeState.COSTED, RuleKind.COMPUTE, cost, note, chosen.launches * iterations, weights, unsupported)
+    warnings = tuple(
+        f"inside node {op.id} ({op.op_type}) {body_name}: {line}"
+        for body_name, body in bodies.items()
+        for line in body.uncosted
+    )
+    return NodeCost(
+        NodeState.COSTED,
+        RuleKind.COMPUTE,
+        cost,
+        note,
+        chosen.launches * iterations,
+        weights,
+        unsupported,
+        warnings=warnings,
+    )
 
 
 __all__ = ["BodyCost", "NodeCost", "TensorInfo", "cost_body", "cost_control_flow"]
