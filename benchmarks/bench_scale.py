@@ -47,6 +47,7 @@ print(json.dumps({"seconds": elapsed, "peak_kb": peak, "import_kb": base, "nodes
                   "params": analysis.totals.params}))
 """
 
+
 def embedded_model(folder: Path, megabytes: float) -> Path:
     """Four float32 MatMul weights inside the file, ``megabytes`` in all: ``x[1, a] · W1[a, b] · W2[b, a]...``."""
     elements = int(megabytes * 1e6 / 4 / 4)

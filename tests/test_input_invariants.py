@@ -279,3 +279,56 @@ def test_a_body_node_without_a_shape_is_a_warning() -> None:
 
 def _vi_unknown(name: str) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+
+
+# ------------------------------------------------------------------- weights inside the file are never read
+
+
+def _big_inline_model() -> onnx.ModelProto:
+    big = numpy_helper.from_array(np.arange(256 * 128, dtype=np.float32).reshape(256, 128), "W")  # 128 KiB
+    shape = numpy_helper.from_array(np.array([1, 128], np.int64), "shape")
+    return _model(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+            helper.make_node("Reshape", ["h", "shape"], ["y"], name="reshape"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])],
+        [big, shape],
+    )
+
+
+def test_large_inline_weights_stay_in_the_file(tmp_path) -> None:
+    from onnxroof.load.lean import parse_without_payloads
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_big_inline_model(), path)
+    lean = parse_without_payloads(path)
+    weight, shape = lean.graph.initializer
+    assert weight.data_location == TensorProto.EXTERNAL and not weight.raw_data
+    entries = {e.key: e.value for e in weight.external_data}
+    assert entries["location"] == "m.onnx"
+    data = path.read_bytes()[int(entries["offset"]) : int(entries["offset"]) + int(entries["length"])]
+    assert np.array_equal(np.frombuffer(data, np.float32), np.arange(256 * 128, dtype=np.float32))
+    assert numpy_helper.to_array(shape).tolist() == [1, 128]  # small tensors stay inline
+    lean.graph.ClearField("initializer")
+    full = onnx.load(str(path))
+    full.graph.ClearField("initializer")
+    assert lean == full  # nothing else changed
+
+
+def test_a_file_analyzes_as_its_in_memory_model(tmp_path) -> None:
+    from onnxroof.analysis.document import to_dict
+
+    model = _big_inline_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    link = tmp_path / "elsewhere"
+    link.mkdir()
+    (link / "m.onnx").symlink_to(path)
+    in_memory = to_dict(onnxroof.analyze(model))
+    for source in (path, link / "m.onnx"):
+        from_file = to_dict(onnxroof.analyze(source))
+        assert from_file["totals"] == in_memory["totals"]
+        assert from_file["nodes"] == in_memory["nodes"]
+        assert from_file["warnings"] == in_memory["warnings"]

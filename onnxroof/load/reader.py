@@ -27,6 +27,7 @@ from onnx import TensorProto, helper
 from onnxroof.core.errors import ModelError, one_line
 from onnxroof.core.ir import normalize_domain, topological_order
 from onnxroof.load.dims import bind_dims, parse_dim_bindings, shape_bindings, symbolic_dims
+from onnxroof.load.lean import parse_without_payloads
 from onnxroof.load.shapes import (
     fold_small_constants,
     infer,
@@ -72,8 +73,15 @@ class LoadedModel:
 # ---------------------------------------------------------------------------------------------- reading
 
 
-def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, Path | None]:
-    """Parse ``source`` (a path or a ModelProto) without external data; errors name the file."""
+def read_model(
+    source: str | os.PathLike | onnx.ModelProto, weights: bool = True
+) -> tuple[onnx.ModelProto, Path | None]:
+    """Parse ``source`` (a path or a ModelProto) without external data; errors name the file.
+
+    ``weights=False`` leaves the payloads of large initializers inside the file
+    (:func:`~onnxroof.load.lean.parse_without_payloads`: they become external data pointing into the model
+    file itself), so that a model with 438 MB of weights inside costs megabytes, not gigabytes.
+    """
     if isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(source)
@@ -96,8 +104,15 @@ def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelP
             f"{path}: {info.st_size / 2**30:.1f} GiB is larger than any ONNX protobuf can be (2 GiB); "
             f"weights over 2 GiB belong in external data files"
         )
+    model = None
+    if not weights:
+        try:
+            model = parse_without_payloads(path)
+        except Exception:  # not a protobuf message: onnx.load below says why
+            model = None
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        if model is None:
+            model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf raises DecodeError and others on bad bytes
         raise ModelError(f"{path}: not a readable ONNX model ({one_line(str(exc))})") from exc
     if model.ir_version == 0 or not model.HasField("graph"):
@@ -148,7 +163,9 @@ def check_external_paths(model: onnx.ModelProto, path: Path | None) -> None:
         if not location:
             raise ModelError(f"{where}: tensor '{tensor.name}': external data has no 'location'")
         if location not in inside:
-            inside[location] = _inside(base, location, where, tensor.name)
+            # the model's own file: large inline weights left in place by read_model(weights=False)
+            own = path is not None and location == path.name
+            inside[location] = own or _inside(base, location, where, tensor.name)
         if not inside[location]:
             raise ModelError(
                 f"{where}: tensor '{tensor.name}': external data location '{location}' points outside "
@@ -240,7 +257,7 @@ def load_model(
     ``shapes`` binds whole inputs (``{"image": (1, 3, 48, 192)}``, :func:`~onnxroof.load.dims.shape_bindings`);
     a symbol it gives a value other than ``dims`` does is a :class:`~onnxroof.core.errors.DimsError`.
     """
-    model, path = read_model(source)
+    model, path = read_model(source, weights=False)
     check_external_paths(model, path)
     opset = check_model(model, path)
     warnings: list[str] = []
