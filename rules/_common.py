@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from onnxroof.core.cost import Cost
-from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.errors import MalformedNode, ShapeUnknown
+from onnxroof.core.gemm import GemmShape, gemm_shape
 from onnxroof.core.ir import OpView, TensorInfo
 
 
@@ -52,6 +53,30 @@ def shape_of(t: TensorInfo) -> tuple[int, ...]:
     if not t.is_static_shape:
         raise ShapeUnknown(t.name)
     return tuple(t.shape)  # type: ignore[arg-type]
+
+
+def shape_with_rank(op: OpView, t: TensorInfo, rank: int, what: str) -> tuple[int, ...]:
+    """:func:`shape_of` ``t``, which the op's definition says has ``rank`` dims; a tensor of another rank is
+    :class:`~onnxroof.core.errors.MalformedNode` naming the node (a model whose declarations lie)."""
+    shape = shape_of(t)
+    if len(shape) != rank:
+        raise MalformedNode(
+            f"node {op.id} ({op.op_type}): {what} '{t.name}' has rank {len(shape)} {list(shape)}, "
+            f"the operator needs rank {rank}"
+        )
+    return shape
+
+
+def checked_gemm_shape(op: OpView, need: tuple[str, ...] = ("m", "n", "k")) -> GemmShape:
+    """:func:`gemm_shape` of ``op`` with every dim known; operands of a rank the product cannot have (a rank-0
+    A or Y, an unknown dim left by such a declaration) are :class:`MalformedNode` naming the node."""
+    shape = gemm_shape(op)
+    if shape is None or any(getattr(shape, dim) is None for dim in need):
+        ranks = ", ".join(
+            f"{t.name} rank {len(t.shape)}" for t in (*op.inputs, *op.outputs) if t and t.shape is not None
+        )
+        raise MalformedNode(f"node {op.id} ({op.op_type}): operand ranks do not form a matrix product ({ranks})")
+    return shape
 
 
 def streaming(op: OpView, flops: float, skip: Sequence[int] = ()) -> Cost:

@@ -10,10 +10,17 @@ from __future__ import annotations
 import math
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
-from onnxroof.core.gemm import gemm_shape
+from onnxroof.core.errors import MalformedNode
 from onnxroof.core.ir import OpView
 from onnxroof.core.registry import family_rule
-from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
+from onnxroof.rules._common import (
+    checked_gemm_shape,
+    inputs_bytes,
+    outputs_bytes,
+    required_input,
+    required_output,
+    shape_of,
+)
 
 rule = family_rule("conv")
 
@@ -29,7 +36,10 @@ def conv_macs(op: OpView, weight: int = 1) -> int:
     Shared by Conv and the quantized convolutions (ConvInteger, QLinearConv) of :mod:`onnxroof.rules.quantized`.
     """
     shape_of(required_input(op, weight))  # raises ShapeUnknown naming W when it has no static shape
-    return required_output(op).numel * gemm_shape(op).k
+    group = op.attrs.get("group", 1)
+    if not isinstance(group, int) or group < 1:
+        raise MalformedNode(f"node {op.id} ({op.op_type}): group = {group!r}, must be a positive integer")
+    return required_output(op).numel * checked_gemm_shape(op, ("k",)).k
 
 
 @rule("Conv")

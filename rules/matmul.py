@@ -11,10 +11,16 @@ import string
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.gemm import gemm_shape
 from onnxroof.core.ir import OpView
 from onnxroof.core.registry import family_rule
-from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, required_output, shape_of
+from onnxroof.rules._common import (
+    checked_gemm_shape,
+    inputs_bytes,
+    outputs_bytes,
+    required_input,
+    required_output,
+    shape_of,
+)
 
 rule = family_rule("matmul")
 
@@ -28,7 +34,7 @@ def matmul_macs(op: OpView) -> int:
     """
     out = required_output(op).numel
     shape_of(required_input(op, 0))  # raises ShapeUnknown naming A when it has no static shape
-    return out * gemm_shape(op).k
+    return out * checked_gemm_shape(op).k
 
 
 def gemm_mnk(op: OpView) -> tuple[int, int, int]:
@@ -38,7 +44,7 @@ def gemm_mnk(op: OpView) -> tuple[int, int, int]:
     """
     shape_of(required_input(op, 0))  # raise ShapeUnknown naming the first tensor without a static shape
     shape_of(required_output(op))
-    shape = gemm_shape(op)
+    shape = checked_gemm_shape(op)
     return shape.m, shape.n, shape.k
 
 

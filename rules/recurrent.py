@@ -11,7 +11,7 @@ from __future__ import annotations
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView
 from onnxroof.core.registry import family_rule
-from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, shape_of
+from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, shape_with_rank
 
 rule = family_rule("recurrent")
 
@@ -20,11 +20,10 @@ TANH_FLOPS = 1
 
 
 def _dims(op: OpView) -> tuple[int, int, int, int, int]:
-    x = shape_of(required_input(op, 0))
+    x = shape_with_rank(op, required_input(op, 0), 3, "input X")
     seq, batch = (x[1], x[0]) if op.attrs.get("layout", 0) else (x[0], x[1])
-    w = shape_of(required_input(op, 1))
-    directions, _, input_size = w
-    hidden = shape_of(required_input(op, 2))[2]
+    directions, _, input_size = shape_with_rank(op, required_input(op, 1), 3, "weight W")
+    hidden = shape_with_rank(op, required_input(op, 2), 3, "recurrence R")[2]
     return seq, batch, input_size, hidden, directions
 
 

@@ -97,3 +97,67 @@ def test_shape_bindings_round_trip(sizes: list[int]) -> None:
         "x:2": sizes[2],
         "x:3": sizes[3],
     }
+
+
+# ----------------------------------------------------------------------------------- --shape and shapes=
+
+
+def test_api_shapes_bind_the_whole_input() -> None:
+    analysis = onnxroof.analyze(conv_model(["?", 3, "?", "?"]), shapes={"x": (1, 3, 48, 192)})
+    assert analysis.totals.macs == conv_macs(1, 48, 192)
+    assert analysis.model.dims == {"x:0": 1, "x:2": 48, "x:3": 192}
+
+
+def test_api_shapes_conflicting_with_dims_is_one_error() -> None:
+    with pytest.raises(DimsError, match=r"conflicts with --dim batch=1"):
+        onnxroof.analyze(conv_model(["batch", 3, 32, 32]), dims={"batch": 1}, shapes={"x": (2, 3, 32, 32)})
+
+
+def _cli(*args: object):
+    import inspect
+
+    from typer.testing import CliRunner
+
+    from onnxroof.cli import app
+
+    runner = CliRunner(mix_stderr=False) if "mix_stderr" in inspect.signature(CliRunner.__init__).parameters else None
+    return (runner or CliRunner()).invoke(app, [str(a) for a in args], env={"COLUMNS": "200", "NO_COLOR": "1"})
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "-f", "json"],
+        ["graph", "-o", "{out}.dot"],
+        ["sweep", "--precision", "fp32,fp16", "-f", "json"],
+        ["compare", "-p", "xavier", "-p", "h100", "-f", "json"],
+        ["check", "--max-flops", "1T"],
+        ["diff", "{model}", "-f", "json"],
+    ],
+)
+def test_cli_shape_option_on_every_command(tmp_path, command: list[str]) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(conv_model(["?", 3, "?", "?"]), path)
+    args = [a.format(out=tmp_path / "g", model=path) for a in command]
+    result = _cli(args[0], path, *args[1:], "--shape", "x=1x3x48x192")
+    assert result.exit_code == 0, result.stderr
+    conflict = _cli(args[0], path, *args[1:], "--shape", "x=1x3x48x192", "--dim", "x:2=8")
+    assert conflict.exit_code == 2
+    if args[0] == "check":  # a model's error is its row of the check table
+        assert "conflicts with --dim x:2=8" in conflict.stdout
+    else:
+        assert len(conflict.stderr.strip().splitlines()) == 1
+        assert "conflicts with --dim x:2=8" in conflict.stderr
+
+
+def test_cli_report_shape_gives_the_macs() -> None:
+    import json
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.onnx"
+        onnx.save(conv_model(["?", 3, "?", "?"]), path)
+        result = _cli("report", path, "-f", "json", "--shape", "x=1x3x48x192")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["totals"]["macs"] == conv_macs(1, 48, 192)

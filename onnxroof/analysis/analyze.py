@@ -32,6 +32,7 @@ from onnxroof.analysis.whatif import (
     tensor_densities,
     whatif_warnings,
 )
+from onnxroof.core.cost import merge_weights
 from onnxroof.core.errors import StrictError
 from onnxroof.core.index import GraphIndex, graph_index
 from onnxroof.core.ir import ModelIR, build_ir
@@ -155,12 +156,15 @@ def analyze(
     layer_densities: Mapping[str, Mapping[str, float]] | None = None,
     compress_mem: bool = False,
     skip_compute: bool = False,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Analysis:
     """Cost every node of ``model`` and place it on ``platform``'s roofline.
 
-    ``dims`` binds symbolic input dims (``{"batch": 1}``); ``precision`` re-costs the model as if run in that
-    precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element size, every node
-    its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no static shape;
+    ``dims`` binds symbolic input dims (``{"batch": 1}``), ``shapes`` whole inputs (``{"x": (1, 3, 48, 192)}``;
+    a conflict between the two raises :class:`~onnxroof.core.errors.DimsError`); ``precision`` re-costs the model
+    as if run in that precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element
+    size, every node its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no
+    static shape;
     ``fusion`` names the fusion profile (default: the platform's). ``whatif`` gives the what-if knobs as one
     :class:`~onnxroof.analysis.whatif.WhatIf` (precision, densities, per-layer densities, compress_mem,
     skip_compute: FRAME's sparsity knobs, :mod:`onnxroof.analysis.whatif`); the same knobs may instead be given
@@ -172,7 +176,7 @@ def analyze(
         raise TypeError("analyze(): give the what-if knobs either as whatif=WhatIf(...) or as keywords, not both")
     plan = whatif if whatif is not None else legacy
     with _gc_paused():
-        return _analyze(model, platform, dims, plan, strict, fusion)
+        return _analyze(model, platform, dims, plan, strict, fusion, shapes)
 
 
 @contextlib.contextmanager
@@ -198,14 +202,17 @@ def _analyze(
     plan: WhatIf,
     strict: bool,
     fusion: str | None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Analysis:
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     precision = plan.precision
     if precision is not None:
         target.peak(precision)  # raises PlatformError naming what the platform has
-    loaded = load_model(model, dims)
+    loaded = load_model(model, dims, shapes)
     density_map = tensor_densities(loaded.model.graph, plan)
-    ir = build_ir(loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order)
+    ir = build_ir(
+        loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order, tied=loaded.tied
+    )
     warnings = list(loaded.warnings) + whatif_warnings(plan, target)
 
     results: list[NodeResult] = []
@@ -257,6 +264,7 @@ def _analyze(
         warnings.append(f"platform '{target.name}' has no {wanted} peak: {count} node(s) use its {used} peak")
     warnings += _shape_warnings(ir, results)
     warnings += _branch_warnings(ir, node_costs)
+    warnings += [line for node_cost in node_costs for line in node_cost.warnings]  # inside If/Loop/Scan bodies
 
     unsupported: dict[str, list[str]] = {}
     for op, result, node_cost in zip(ir.ops, results, node_costs, strict=True):
@@ -335,10 +343,11 @@ def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, li
 
 
 def _distinct_weights(node_costs: list[NodeCost]) -> dict[str, tuple[float, float]]:
-    """Weight name -> (elements, bytes): a weight shared by several nodes counts once."""
+    """Weight name -> (elements, bytes): a weight shared by several nodes counts once, a derived weight's
+    elements are its roots' (:func:`onnxroof.costing.node.weight_entries`)."""
     weights: dict[str, tuple[float, float]] = {}
     for node_cost in node_costs:
-        weights.update(node_cost.weights)
+        merge_weights(weights, node_cost.weights)
     return weights
 
 

@@ -215,8 +215,10 @@ def _channels_not_aligned(ctx: _Context) -> Iterable[Finding]:
         if dims is None:
             continue
         reduction, output, groups = dims
-        if reduction is None or output is None or reduction <= 1:
-            continue  # depthwise (one channel per group) never runs on tensor cores: see OR003
+        if reduction is None or output is None or reduction <= 1 or output < 1:
+            # no channels to pad (a malformed node's zero or negative count); depthwise (one channel per
+            # group) never runs on tensor cores: see OR003
+            continue
         align = ALIGNMENT.get(node.precision, DEFAULT_ALIGNMENT)
         padded_r, padded_o = _pad(reduction, align), _pad(output, align)
         if (padded_r, padded_o) == (reduction, output):

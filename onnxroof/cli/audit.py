@@ -13,7 +13,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from onnxroof.cli.common import DebugOption, DimOption, FusionOption, _errors, _fail, app, progress_bar
+from onnxroof.cli.common import (
+    DebugOption,
+    DimOption,
+    FusionOption,
+    ShapeOption,
+    _errors,
+    _fail,
+    app,
+    progress_bar,
+    shape_options,
+)
 
 EXIT_CANCELLED = 130
 
@@ -35,6 +45,7 @@ def audit(
         ),
     ] = None,
     dim: DimOption = None,
+    shape: ShapeOption = None,
     precision: Annotated[str | None, typer.Option(help="Cost every node at this precision (fp16, int8...).")] = None,
     fusion: FusionOption = None,
     budget: Annotated[
@@ -80,6 +91,7 @@ def audit(
         options = AuditOptions(
             platforms=tuple(platform or ("xavier",)),
             dims=parse_dim_bindings(dim or []),
+            shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
             budget=budget,

@@ -66,6 +66,11 @@ def _errors(debug: bool) -> Iterator[None]:
         _fail(str(exc).replace("[", r"\["), 2)
     except (typer.Exit, typer.Abort):
         raise
+    except OSError as exc:  # the environment (a full disk, a vanished file), not a bug: exit 2
+        if debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        _fail(f"{where}{exc.strerror or exc}".replace("[", r"\["), 2)
     except Exception as exc:
         if debug:
             raise
@@ -99,6 +104,15 @@ DimOption = Annotated[
     list[str] | None,
     typer.Option(
         "--dim", "-d", help="Bind a symbolic input dim: NAME=VALUE. Repeat for several.", metavar="NAME=VALUE"
+    ),
+]
+ShapeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--shape",
+        help="Bind a whole input's shape: INPUT=1x3x224x224 (as trtexec's --shapes). Repeat for several inputs; "
+        "a value that contradicts a --dim is an error.",
+        metavar="INPUT=DIMxDIM...",
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")]
@@ -136,6 +150,13 @@ SkipOption = Annotated[
     bool,
     typer.Option("--skip-compute", help="Skip zero MACs as the platform can (2:4 structured, unstructured, none)."),
 ]
+
+
+def shape_options(shape: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """``--shape`` items parsed (:func:`~onnxroof.load.dims.parse_shape_bindings`); empty when none."""
+    from onnxroof.load.dims import parse_shape_bindings
+
+    return parse_shape_bindings(shape or [])
 
 
 @contextlib.contextmanager

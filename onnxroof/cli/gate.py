@@ -22,10 +22,12 @@ from onnxroof.cli.common import (
     OutputOption,
     PeakPrecisionOption,
     PlatformOption,
+    ShapeOption,
     _emit,
     _errors,
     app,
     progress_bar,
+    shape_options,
 )
 
 
@@ -71,6 +73,7 @@ def check(
         Path | None, typer.Option("--budget", "-b", help="A budget TOML file (see the README).", show_default=False)
     ] = None,
     dim: DimOption = None,
+    shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     max_latency: Annotated[str | None, _limit_option("Predicted latency, e.g. 15ms, 800us.", "TIME")] = None,
@@ -165,7 +168,7 @@ def check(
             allow=allow_finding or (),
             ignore=ignore_finding or (),
         )
-        settings = CheckSettings(platform, parse_dim_bindings(dim or []), precision, fusion)
+        settings = CheckSettings(platform, parse_dim_bindings(dim or []), precision, fusion, shape_options(shape))
         with progress_bar("checking") as progress:
             engine = choose_engine(workers=jobs, scheduler=scheduler)
             checks = check_models(
@@ -193,6 +196,7 @@ def diff(
     new: Annotated[Path, typer.Argument(help="The new model (.onnx) or its `report --format json` output.")],
     platform: PlatformOption = "xavier",
     dim: DimOption = None,
+    shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     fail_if_slower: Annotated[
@@ -216,7 +220,8 @@ def diff(
         tolerance = parse_quantity(fail_if_slower, "share", "--fail-if-slower") if fail_if_slower else None
         chosen = output_format or (DiffFormat.json if output and output.suffix.lower() == ".json" else DiffFormat.table)
         dims = parse_dim_bindings(dim or [])
-        docs = [document_of(side, platform, dims, precision, fusion) for side in (old, new)]
+        shapes = shape_options(shape)
+        docs = [document_of(side, platform, dims, precision, fusion, shapes) for side in (old, new)]
         result = diff_documents(docs[0], docs[1], str(old), str(new))
         gate = slowdown_gate(result, tolerance, fail_if_slower) if tolerance is not None else None
         if chosen is DiffFormat.json:

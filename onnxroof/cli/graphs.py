@@ -22,9 +22,11 @@ from onnxroof.cli.common import (
     OutputOption,
     PeakPrecisionOption,
     PlatformOption,
+    ShapeOption,
     _emit,
     _errors,
     app,
+    shape_options,
 )
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
@@ -60,14 +62,24 @@ PlatformsOption = Annotated[
 ]
 
 
-def _analyze(model: Path, platforms: list[str], dim: list[str] | None, precision: str | None, fusion: str | None):
+def _analyze(
+    model: Path,
+    platforms: list[str],
+    dim: list[str] | None,
+    precision: str | None,
+    fusion: str | None,
+    shape: list[str] | None = None,
+):
     """One analysis per platform; their warnings on stderr, each once."""
     from onnxroof.analysis.analyze import analyze
     from onnxroof.load.reader import parse_dim_bindings
     from onnxroof.report.console import render_warnings
 
     dims = parse_dim_bindings(dim or [])
-    analyses = [analyze(model, platform=p, dims=dims, precision=precision, fusion=fusion) for p in platforms]
+    shapes = shape_options(shape)
+    analyses = [
+        analyze(model, platform=p, dims=dims, shapes=shapes, precision=precision, fusion=fusion) for p in platforms
+    ]
     warnings = tuple(dict.fromkeys(w for a in analyses for w in a.warnings))
     render_warnings(warnings, Console(stderr=True, highlight=False))
     return analyses
@@ -81,6 +93,7 @@ def plot(
     ],
     platform: PlatformsOption = None,
     dim: DimOption = None,
+    shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     title: Annotated[str | None, typer.Option(help="Chart title (default: the model and platform).")] = None,
@@ -106,10 +119,10 @@ def plot(
 
             if len(chosen) > 1:
                 raise OnnxroofError("--kind floorline draws one platform: give one --platform")
-            (analysis,) = _analyze(model, chosen, dim, precision, fusion)
+            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape)
             write_atomically(output, render_floorline(analysis, fmt, title))
             return
-        analyses = _analyze(model, chosen, dim, precision, fusion)
+        analyses = _analyze(model, chosen, dim, precision, fusion, shape)
         write_atomically(output, render_plot(analyses, fmt, title))
 
 
@@ -118,6 +131,7 @@ def graph(
     model: Annotated[Path, typer.Argument(help="The ONNX model file.", show_default=False)],
     platform: PlatformOption = "xavier",
     dim: DimOption = None,
+    shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     output_format: Annotated[
@@ -142,7 +156,7 @@ def graph(
             raise OnnxroofError("--format onnx writes a model file: give -o FILE.onnx")
         if chosen is GraphFormat.svg:
             annotate.require_dot()  # fail on a missing 'dot' before the analysis runs
-        (analysis,) = _analyze(model, [platform], dim, precision, fusion)
+        (analysis,) = _analyze(model, [platform], dim, precision, fusion, shape)
         if chosen is GraphFormat.netron:
             _emit(annotate.render_netron(analysis), output)
         elif chosen is GraphFormat.dot:

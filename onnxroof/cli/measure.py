@@ -19,7 +19,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from onnxroof.cli.common import DebugOption, DimOption, FusionOption, OutputOption, _emit, _errors, app
+from onnxroof.cli.common import (
+    DebugOption,
+    DimOption,
+    FusionOption,
+    OutputOption,
+    ShapeOption,
+    _emit,
+    _errors,
+    app,
+    shape_options,
+)
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
 
@@ -92,6 +102,7 @@ def profile(
         ),
     ],
     dim: DimOption = None,
+    shape: ShapeOption = None,
     threads: ThreadsOption = None,
     runs: Annotated[int, typer.Option(help="Profiled runs (after 3 warm-up runs).", min=1)] = 20,
     seconds: Annotated[float, typer.Option(help="Seconds of unprofiled runs timed end to end.", min=0.05)] = 1.0,
@@ -125,6 +136,7 @@ def profile(
             model,
             platform=platform,
             dims=parse_dim_bindings(dim or []),
+            shapes=shape_options(shape),
             threads=threads,
             profiled_runs=runs,
             wall_budget_s=seconds,

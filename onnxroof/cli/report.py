@@ -21,10 +21,12 @@ from onnxroof.cli.common import (
     PlatformOption,
     PrecisionOption,
     ReportFormat,
+    ShapeOption,
     SkipOption,
     _emit,
     _errors,
     app,
+    shape_options,
 )
 
 
@@ -33,6 +35,7 @@ def report(
     model: Annotated[Path, typer.Argument(help="The ONNX model file.", show_default=False)],
     platform: PlatformOption = "xavier",
     dim: DimOption = None,
+    shape: ShapeOption = None,
     precision: PrecisionOption = None,
     density: DensityOption = None,
     density_file: DensityFileOption = None,
@@ -76,6 +79,7 @@ def report(
             model,
             platform=platform,
             dims=parse_dim_bindings(dim or []),
+            shapes=shape_options(shape),
             strict=strict,
             fusion=fusion,
             whatif=whatif_options(density, density_file, compress_mem, skip_compute, precision),

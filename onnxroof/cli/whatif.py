@@ -23,10 +23,12 @@ from onnxroof.cli.common import (
     FusionOption,
     OutputOption,
     PlatformOption,
+    ShapeOption,
     SkipOption,
     _emit,
     _errors,
     app,
+    shape_options,
 )
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
@@ -133,6 +135,7 @@ def sweep(
             metavar="NAME=VALUE[,VALUE...]",
         ),
     ] = None,
+    shape: ShapeOption = None,
     precision: Annotated[
         str | None,
         typer.Option(help="Re-cost in this precision; a comma list (fp32,fp16,int8) sweeps the precision instead."),
@@ -166,6 +169,7 @@ def sweep(
             model,
             platform,
             fixed,
+            shapes=shape_options(shape),
             dim=swept,
             values=values,
             precisions=precisions if len(precisions) > 1 else (),
@@ -195,6 +199,7 @@ def compare(
             "--dim", "-d", help="Bind a symbolic input dim: NAME=VALUE. Repeat for several.", metavar="NAME=VALUE"
         ),
     ] = None,
+    shape: ShapeOption = None,
     precision: Annotated[
         str | None, typer.Option(help="Re-cost every platform as if run in this precision (fp32, fp16, int8...).")
     ] = None,
@@ -227,6 +232,7 @@ def compare(
             model,
             platform,
             parse_dim_bindings(dim or []),
+            shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
             whatif=whatif_options(density, density_file, compress_mem, skip_compute),

@@ -13,6 +13,7 @@ Conventions (stated once, used everywhere):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 FLOPS_PER_MAC = 2
@@ -47,3 +48,12 @@ class Cost:
 
 
 _ZERO = Cost()
+
+
+def merge_weights(into: dict[str, tuple[float, float]], more: Mapping[str, tuple[float, float]]) -> None:
+    """Add ``more`` (weight name -> (params, bytes)) to ``into`` in place; a name in both keeps each figure's
+    larger value: a weight read by one node ``(n, b)`` and reached as the root of a derived weight by another
+    ``(n, 0)`` counts ``(n, b)`` once."""
+    for name, (params, size) in more.items():
+        seen = into.get(name)
+        into[name] = (params, size) if seen is None else (max(seen[0], params), max(seen[1], size))

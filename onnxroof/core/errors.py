@@ -21,6 +21,15 @@ class DimsError(OnnxroofError):
     """Symbolic dimensions are unbound or bound to a value that is not a positive integer."""
 
 
+class CostError(ModelError):
+    """A rule gave a node a negative (or NaN) cost: the node's shapes or attributes are malformed."""
+
+
+class MalformedNode(ModelError):
+    """A node's tensors or attributes contradict its operator's definition (a rank, an axis out of range):
+    the message names the node. Raised by rules, folding and control flow instead of an internal error."""
+
+
 class StrictError(OnnxroofError):
     """`--strict` was given and some nodes could not be costed."""
 

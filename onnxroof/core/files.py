@@ -24,21 +24,29 @@ def write_atomically(path: Path, content: str | bytes) -> None:
         raise OnnxroofError(f"{path}: is a folder; give a file name to write to")
     data = content.encode("utf-8") if isinstance(content, str) else content
     if path.exists() and not path.is_file():
-        with open(path, "wb") as out:
-            out.write(data)
+        try:
+            with open(path, "wb") as out:
+                out.write(data)
+        except OSError as exc:  # /dev/full: the environment's fault, one line, exit 2
+            raise OnnxroofError(f"{path}: cannot write: {exc.strerror or exc}") from None
         return
     if not path.parent.exists():
         raise OnnxroofError(f"{path}: folder '{path.parent}' does not exist")
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OnnxroofError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
         os.chmod(temp, mode)
         os.replace(temp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+        if isinstance(exc, OSError):  # a full disk, a read-only folder: the environment's fault, exit 2
+            raise OnnxroofError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
 
 

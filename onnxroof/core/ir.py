@@ -140,6 +140,9 @@ class ModelIR:
     opsets: Mapping[str, int] = field(default_factory=dict)
     restate: Restate | None = field(default=None, compare=False, repr=False)
     """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
+    tied: Mapping[str, str] = field(default_factory=dict)
+    """Weights stored twice by the exporter (a tied lm_head's transposed copy): copy -> original
+    (:func:`onnxroof.load.tied.tied_copies`); the copy holds no parameters of its own."""
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """Facts derived from the IR once, on first use, and kept with it: the graph index
     (:func:`onnxroof.core.index.graph_index`: producers, consumers, view roots)."""
@@ -275,16 +278,19 @@ def build_ir(
     value_types: Mapping[str, onnx.TypeProto],
     restate: Restate | None = None,
     order: Sequence[int] | None = None,
+    tied: Mapping[str, str] | None = None,
 ) -> ModelIR:
     """Build the IR of ``model``'s main graph using inferred ``value_types`` (name -> TypeProto).
 
     ``restate``, when given, maps every tensor's :class:`TensorInfo` as it is created (initializers, graph
     inputs, node outputs, in subgraph bodies too): rules and fusion then see the restated element sizes.
     ``order``, when given, is the graph's :func:`topological_order` already computed (the loader's
-    ``LoadedModel.order``); otherwise it is computed here.
+    ``LoadedModel.order``); otherwise it is computed here. ``tied``: the loader's tied copies
+    (``LoadedModel.tied``).
     """
     opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
-    return build_graph_ir(model.graph, opsets, value_types, restate=restate, order=order)
+    ir = build_graph_ir(model.graph, opsets, value_types, restate=restate, order=order)
+    return replace(ir, tied=MappingProxyType(dict(tied or {})))
 
 
 def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
@@ -405,10 +411,26 @@ def _unknown(name: str) -> TensorInfo:
     return TensorInfo(name, None, "unknown", 0.0, Role.ACTIVATION)
 
 
+#: Integer constants of at most this many elements are shape arithmetic (starts, steps, axes), not weight values.
+SHAPE_LIKE_ELEMENTS = 64
+
+
+def _carries_weight_values(tensor: TensorInfo) -> bool:
+    if tensor.role != Role.WEIGHT:
+        return False
+    return (
+        tensor.dtype.startswith(("float", "bfloat")) or not tensor.is_static_shape or tensor.numel > SHAPE_LIKE_ELEMENTS
+    )
+
+
 def _output_role(
     node: onnx.NodeProto, inputs: tuple[TensorInfo | None, ...], subgraphs: Mapping[str, onnx.GraphProto]
 ) -> Role:
-    """Role of a node's outputs: constant-only nodes produce weights (or static values), others activations."""
+    """Role of a node's outputs: constant-only nodes produce weights (or static values), others activations.
+
+    A constant-only node with an input that carries weight values (a float weight, or any weight of more than
+    :data:`SHAPE_LIKE_ELEMENTS` elements) produces a weight (derived: ``Gather(position_table, Range(...))``
+    carries the table's values); otherwise, as for shape arithmetic on integer constants, a static value."""
     if node.op_type == "Constant" and not node.domain:
         return Role.WEIGHT
     if subgraphs or node.op_type in NONDETERMINISTIC_OPS:
@@ -421,5 +443,5 @@ def _output_role(
     if all(t.role == Role.WEIGHT for t in present):
         return Role.WEIGHT
     if all(t.is_constant for t in present):
-        return Role.STATIC
+        return Role.WEIGHT if any(_carries_weight_values(t) for t in present) else Role.STATIC
     return Role.ACTIVATION

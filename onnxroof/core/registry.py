@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.errors import CostError
 from onnxroof.core.ir import OpView, normalize_domain
 from onnxroof.core.states import Role, RuleKind, RuleStatus
 
@@ -144,7 +145,24 @@ def evaluate(op: OpView, entry: RuleEntry) -> Cost:
 
     params = Σ parameters of the weight tensors among the op's data inputs (:func:`weight_table`; a rule
     never counts them).
+
+    The one place every rule's figures pass through, so the one place their invariant is checked: every
+    figure is ≥ 0 (:func:`check_cost`).
     """
     cost = entry.fn(op)
     params = sum(numel for numel, _ in weight_table(op, entry).values())
-    return replace(cost, params=float(params))
+    return check_cost(op, replace(cost, params=float(params)))
+
+
+def check_cost(op: OpView, cost: Cost) -> Cost:
+    """``cost`` when every figure is ≥ 0; else :class:`~onnxroof.core.errors.CostError` naming the node, the
+    figure and the shapes it was computed from (a negative dim, e.g. a dim bound below zero, is the usual cause)."""
+    for name in ("flops", "macs", "bytes_read", "bytes_written", "params"):
+        value = getattr(cost, name)
+        if not value >= 0:  # NaN fails too
+            shapes = ", ".join(str(list(t.shape)) if t is not None and t.shape is not None else "?" for t in op.inputs)
+            raise CostError(
+                f"node {op.id} ({op.op_type}): negative cost ({name} = {value:g}) from input shapes {shapes}; "
+                f"the model's shapes or attributes are malformed"
+            )
+    return cost

@@ -22,7 +22,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxroof.core.cost import Cost
+from onnxroof.core.cost import Cost, merge_weights
+from onnxroof.core.errors import MalformedNode
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_graph_ir, graph_value_types
 from onnxroof.core.states import NodeState, RuleKind
 
@@ -42,6 +43,9 @@ class NodeCost:
     unsupported: tuple[str, ...] = ()  # op keys without a rule found inside bodies
     missing_tensor: str | None = None  # the tensor without a static shape (state ``unknown_shape``)
     branch: str = ""  # If: the branch costed ("then_branch" / "else_branch")
+    warnings: tuple[str, ...] = ()
+    """What was not costed inside the node's bodies, one line each (nested bodies included): the analysis
+    lists them in its warnings, so a body's uncosted nodes are never only a note."""
 
 
 @dataclass(frozen=True)
@@ -51,23 +55,31 @@ class BodyCost:
     weights: dict[str, tuple[float, float]]
     unsupported: tuple[str, ...]
     unknown: int  # body nodes without static shapes
+    uncosted: tuple[str, ...] = ()  # one line per body node not costed (unsupported, no static shape)
 
 
 def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCost:
     body = build_graph_ir(graph, scope.opsets, graph_value_types(graph), outer=scope.tensors, restate=scope.restate)
     total, launches, weights, unsupported, unknown = Cost.zero(), 0, {}, [], 0
+    uncosted: list[str] = []
     for op in body.ops:
         result = cost_fn(op, body)
+        key = f"{op.domain}::{op.op_type}" if op.domain else op.op_type
         if result.state == NodeState.COSTED:
             total += result.cost
             launches += result.launches
-            weights.update(result.weights)
+            merge_weights(weights, result.weights)
         elif result.state == NodeState.UNSUPPORTED:
-            unsupported.append(f"{op.domain}::{op.op_type}" if op.domain else op.op_type)
+            unsupported.append(key)
+            uncosted.append(f"node {op.id} ({key}) not costed: {result.note or 'no cost rule'}")
         elif result.state == NodeState.UNKNOWN_SHAPE:
             unknown += 1
+            uncosted.append(
+                f"node {op.id} ({key}) not costed: tensor '{result.missing_tensor or '?'}' has no static shape"
+            )
         unsupported.extend(result.unsupported)
-    return BodyCost(total, launches, weights, tuple(unsupported), unknown)
+        uncosted.extend(result.warnings)
+    return BodyCost(total, launches, weights, tuple(unsupported), unknown, tuple(uncosted))
 
 
 def _constant_scalar(name: str, graph: onnx.GraphProto | None) -> int | None:
@@ -76,17 +88,24 @@ def _constant_scalar(name: str, graph: onnx.GraphProto | None) -> int | None:
         return None
     for tensor in graph.initializer:
         if tensor.name == name and tensor.data_location != onnx.TensorProto.EXTERNAL:
-            array = numpy_helper.to_array(tensor)
-            return int(array.reshape(-1)[0]) if array.size == 1 else None
+            return _scalar(tensor)
     for node in graph.node:
         if node.op_type == "Constant" and name in node.output:
             for attr in node.attribute:
                 if attr.name == "value":
-                    array = numpy_helper.to_array(attr.t)
-                    return int(array.reshape(-1)[0]) if array.size == 1 else None
+                    return _scalar(attr.t)
                 if attr.name == "value_int":
                     return int(attr.i)
     return None
+
+
+def _scalar(tensor: onnx.TensorProto) -> int | None:
+    """The integer value of a one-element tensor; None when it has another size or cannot be read."""
+    try:
+        array = numpy_helper.to_array(tensor)
+        return int(array.reshape(-1)[0]) if array.size == 1 and array.dtype.kind in "iub" else None
+    except Exception:  # dims that contradict the data, an unknown dtype
+        return None
 
 
 def _iterations(op: OpView, root_graph: onnx.GraphProto | None) -> tuple[int, str]:
@@ -98,11 +117,20 @@ def _iterations(op: OpView, root_graph: onnx.GraphProto | None) -> tuple[int, st
         return max(value, 0), f"{value} iterations (trip count; an upper bound if the condition ends it sooner)"
     if op.op_type == "Scan":
         scan_inputs = int(op.attrs.get("num_scan_inputs", 1))
-        first = op.inputs[len(op.inputs) - scan_inputs] if scan_inputs else None
+        if not 1 <= scan_inputs <= len(op.inputs):
+            raise MalformedNode(
+                f"node {op.id} (Scan): num_scan_inputs = {scan_inputs}, but the node has {len(op.inputs)} input(s)"
+            )
+        first = op.inputs[len(op.inputs) - scan_inputs]
         axes = list(op.attrs.get("scan_input_axes", []) or [0])
-        axis = 1 if op.opset < 9 else axes[0]
+        axis = 1 if op.opset < 9 else int(axes[0])
         if first is None or not first.is_static_shape:
             return 1, "scan length unknown: one iteration counted"
+        if not -len(first.shape) <= axis < len(first.shape):
+            raise MalformedNode(
+                f"node {op.id} (Scan): scan axis {axis} is out of range for scan input '{first.name}' of rank "
+                f"{len(first.shape)}"
+            )
         length = int(np.asarray(first.shape)[axis])
         return length, f"{length} iterations (scan length)"
     return 1, ""
@@ -130,8 +158,15 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
         note += f"; body ops without a rule: {', '.join(sorted(set(unsupported)))}"
     if unknown:
         note += f"; {unknown} body node(s) without static shapes not costed"
-    weights = {k: v for body in bodies.values() for k, v in body.weights.items()}
+    weights: dict[str, tuple[float, float]] = {}
+    for body in bodies.values():
+        merge_weights(weights, body.weights)
     cost = replace(chosen.cost.scaled(iterations), params=sum(n for n, _ in weights.values()))
+    warnings = tuple(
+        f"inside node {op.id} ({op.op_type}) {body_name}: {line}"
+        for body_name, body in bodies.items()
+        for line in body.uncosted
+    )
     return NodeCost(
         NodeState.COSTED,
         RuleKind.COMPUTE,
@@ -141,6 +176,7 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
         weights,
         unsupported,
         branch=name if op.op_type == "If" else "",
+        warnings=warnings,
     )
 
 

@@ -5,23 +5,126 @@ Importing this module registers every rule family (:mod:`onnxroof.rules`).
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import replace
 
 import onnx
+import onnx.defs
 
 import onnxroof.rules  # noqa: F401  (registers every rule family)
-from onnxroof.core.cost import Cost
+from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.index import graph_index
-from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView
-from onnxroof.core.registry import evaluate, lookup, weight_table
+from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView, TensorInfo
+from onnxroof.core.registry import RuleEntry, evaluate, lookup, weight_table
 from onnxroof.core.states import NodeState, Role, RuleKind
 from onnxroof.costing.control_flow import NodeCost, cost_body, cost_control_flow
 from onnxroof.costing.function import expand_function
 
+_ROOTS_KEY = "weight_roots"
+#: Names exporters give the rotary-embedding tables (``model.rotary_emb.cos_cached``, ``cos_cache``,
+#: ``inv_freq``): PyTorch buffers computed from the config, not trained parameters. Their bytes count; their
+#: elements are not parameters (a learned position table, ``wpe`` or ``position_embeddings``, is).
+_BUFFER_NAME = re.compile(r"rotary|inv_freq|(^|[._/])(cos|sin)(_cached|_cache)?$", re.IGNORECASE)
+#: Ops whose derived weight takes its parameters from these inputs only: a dequantized weight's parameters are
+#: its stored integers, its scale and zero point are not counted (as before tying was recognized).
+_VALUE_INPUTS = {"DequantizeLinear": frozenset({0})}
+
 
 def op_key(op: OpView) -> str:
     return f"{op.domain}::{op.op_type}" if op.domain else op.op_type
+
+
+def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> dict[str, tuple[float, float]]:
+    """The node's weights as name -> (params, bytes read), for the distinct-weight totals.
+
+    A weight is keyed by the tensor it aliases through folded views (a Reshape of an initializer), so one weight
+    read in two shapes (GenAI's tied int4 embedding and lm_head) counts once; its figures are the rule's
+    (:func:`~onnxroof.core.registry.weight_table`: packed low-bit weights count their logical elements). A
+    *derived* weight — computed at load time from other weights by a folded node: the ``Transpose`` of a tied
+    embedding, the ``DequantizeLinear`` of an int8 weight — or a tied copy an exporter stored twice
+    (:mod:`onnxroof.load.tied`) is read by this node (its bytes) but holds no new parameters (PyTorch counts
+    tied weights once): it counts ``(0, nbytes)``, and each of its root weights ``(numel, 0)`` (whoever reads a
+    root counts its bytes). Rotary-embedding tables (:data:`_BUFFER_NAME`) are buffers: bytes, no parameters.
+    Totals merge entries with :func:`~onnxroof.core.cost.merge_weights`.
+    """
+    root = graph_index(scope).root
+    found: dict[str, tuple[float, float]] = {}
+    for name, (params, nbytes) in weight_table(op, entry).items():
+        key = root(name)
+        roots = derived_roots(key, scope)
+        if key in scope.tied:
+            original = scope.tensors.get(scope.tied[key])
+            roots = (original,) if original is not None else roots
+        if roots is None:
+            merge_weights(found, {key: (0.0 if _BUFFER_NAME.search(key) else params, nbytes)})
+            continue
+        merge_weights(found, {key: (0.0, nbytes)})
+        for source in roots:
+            found.setdefault(source.name, (0.0 if _BUFFER_NAME.search(source.name) else float(source.numel), 0.0))
+    return found
+
+
+def derived_roots(name: str, scope: ModelIR) -> tuple[TensorInfo, ...] | None:
+    """The root weights (initializers, ``Constant`` values, outer-scope weights) a weight is computed from;
+    None when ``name`` is itself a root. Walked once per tensor and remembered with the IR."""
+    memo: dict[str, tuple[TensorInfo, ...] | None] = scope.memo.setdefault(_ROOTS_KEY, {})
+    if name in memo:
+        return memo[name]
+    producer = graph_index(scope).producer
+    ops = scope.graph.nodes
+
+    def sources(tensor: str) -> list[TensorInfo]:
+        """The weights a tensor is computed from (none for a root: an initializer, a ``Constant``, a
+        ``ConstantOfShape`` or any op whose data inputs are not weights, such as light models' weights)."""
+        op_id = producer.get(tensor)
+        if op_id is None:
+            return []
+        op = ops[op_id]["op"]
+        if _is_constant_node(op):
+            return []
+        rule = lookup(op.domain, op.op_type)
+        config = rule.config_inputs if rule is not None else frozenset()  # a Reshape's shape: not parameters
+        only = _VALUE_INPUTS.get(op.op_type)
+        return [
+            t
+            for i, t in enumerate(op.inputs)
+            if t is not None and t.role == Role.WEIGHT and i not in config and (only is None or i in only)
+        ]
+
+    first = sources(name)
+    if not first:
+        memo[name] = None
+        return None
+    roots: dict[str, TensorInfo] = {}
+    seen = {name, *(t.name for t in first)}
+    stack = list(first)
+    while stack:
+        current = stack.pop()
+        above = sources(current.name)
+        if not above:
+            roots[current.name] = current
+        for t in above:
+            if t.name not in seen:
+                seen.add(t.name)
+                stack.append(t)
+    memo[name] = found = tuple(roots.values())
+    return found
+
+
+def _is_constant_node(op: OpView) -> bool:
+    return op.op_type == "Constant" and not op.domain
+
+
+def is_known_op(op: OpView) -> bool:
+    """Whether ``op`` has a cost rule or an ONNX schema (ai.onnx, ai.onnx.ml...): only such ops fold."""
+    return lookup(op.domain, op.op_type) is not None or _has_schema(op.op_type, op.domain)
+
+
+@functools.cache
+def _has_schema(op_type: str, domain: str) -> bool:
+    return onnx.defs.has(op_type, domain)
 
 
 def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = None) -> NodeCost:
@@ -30,6 +133,9 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
     two ops read in different shapes (GenAI's tied int4 embedding and lm_head) counts once."""
     produced = [t for t in op.outputs if t is not None]
     if produced and all(t.role in (Role.WEIGHT, Role.STATIC) for t in produced):
+        if not is_known_op(op):  # nothing can evaluate it at load time: never silently zero
+            note = "no cost rule (its inputs are constant, but an unknown op is not folded)"
+            return NodeCost(NodeState.UNSUPPORTED, "", Cost.zero(), note, launches=0)
         return NodeCost(NodeState.FOLDED, "", Cost.zero(), "computed from constants at load time", launches=0)
     if op.subgraphs and op.op_type in CONTROL_FLOW_OPS and op.op_type != "SequenceMap":
         return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph), root_graph)
@@ -43,8 +149,9 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
     except ShapeUnknown as missing:
         note = f"no static shape for '{missing.tensor}'"
         return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
-    root = graph_index(scope).root
-    weights = {root(name): figures for name, figures in weight_table(op, entry).items()}
+    weights = weight_entries(op, entry, scope)
+    # the node's params are those of the weights it reads, a derived or tied weight's roots included
+    cost = replace(cost, params=float(sum(params for params, _ in weights.values())))
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
 
 

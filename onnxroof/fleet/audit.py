@@ -42,6 +42,8 @@ class AuditOptions:
     precision: str | None = None
     fusion: str | None = None
     budget: Path | None = None
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Whole-input shapes (``--shape``), applied to every model (one without that input gets an error row)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,8 @@ def _plan(
             continue
         dims = {k: v for k, v in options.dims.items() if k in identity.symbols} | dict(entry.dims)
         settings = {"dims": dims, "precision": options.precision, "fusion": options.fusion}
+        if options.shapes:  # only then: the cache keys of audits without --shape stay as they were
+            settings["shapes"] = {k: list(v) for k, v in sorted(options.shapes.items())}
         for target in targets:
             base = _base(entry, identity.sha256, target, dims, options, version)
             key = result_key(identity.sha256, identity.external, version, target.hash, settings)
@@ -150,7 +154,9 @@ def _plan(
             plan.rows.append(None)
             if key not in plan.waiting:
                 plan.keys.append(key)
-                plan.tasks.append((entry.path, target.spec, dims, options.precision, options.fusion))
+                plan.tasks.append(
+                    (entry.path, target.spec, dims, options.precision, options.fusion, dict(options.shapes))
+                )
             plan.waiting.setdefault(key, []).append((len(plan.rows) - 1, base, target, budget))
     return plan
 

@@ -8,8 +8,10 @@ files are identified by (location, size, mtime_ns) from ``stat``; a missing one 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import onnx
 
 from onnxroof.fleet.cache import ResultCache
 from onnxroof.load.dims import symbolic_dims
+from onnxroof.load.reader import MAX_MODEL_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,10 @@ class ModelIdentity:
 def identify(path: str, cache: ResultCache) -> ModelIdentity:
     """The identity of the model at ``path``; :class:`OSError` when it cannot be read here."""
     status = os.stat(path)
+    if not stat.S_ISREG(status.st_mode):  # a FIFO would block, /dev/zero never end
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    if status.st_size > MAX_MODEL_BYTES:
+        raise OSError(errno.EFBIG, "larger than any ONNX protobuf can be", path)
     known = cache.file_facts(os.path.abspath(path), status.st_size, status.st_mtime_ns)
     if known is None:
         data = Path(path).read_bytes()
@@ -78,6 +85,6 @@ def _external_locations(model: onnx.ModelProto) -> list[str]:
 def _stat(path: Path) -> tuple[int, int]:
     try:
         status = path.stat()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in the location (the analysis names it)
         return (-1, -1)
     return (status.st_size, status.st_mtime_ns)

@@ -25,9 +25,15 @@ class ErrorKind(StrEnum):
 
 
 def analyze_task(
-    path: str, platform: str, dims: Mapping[str, int], precision: str | None, fusion: str | None
+    path: str,
+    platform: str,
+    dims: Mapping[str, int],
+    precision: str | None,
+    fusion: str | None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> dict[str, Any]:
-    """Analyze ``path`` on ``platform`` with ``dims``; the figures, or ``{"error", "error_kind"}``."""
+    """Analyze ``path`` on ``platform`` with ``dims`` (and whole-input ``shapes``); the figures, or
+    ``{"error", "error_kind"}``."""
     from onnxroof.analysis.analyze import analyze
     from onnxroof.analysis.document import to_dict
 
@@ -39,7 +45,9 @@ def analyze_task(
             ErrorKind.unreadable,
         )
     try:
-        analysis = analyze(path, platform=platform, dims=dict(dims), precision=precision, fusion=fusion)
+        analysis = analyze(
+            path, platform=platform, dims=dict(dims), shapes=dict(shapes or {}), precision=precision, fusion=fusion
+        )
         doc = to_dict(analysis)
     except OnnxroofError as exc:
         return error_figures(one_line(str(exc)), ErrorKind.input, time.perf_counter() - start)

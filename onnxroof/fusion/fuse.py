@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from onnxroof.core.cost import Cost
+from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import OnnxroofError, ShapeUnknown
 from onnxroof.core.ir import ModelIR
 from onnxroof.core.states import RuleKind
@@ -149,7 +149,7 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> Cost:
     weights: dict[str, tuple[float, float]] = {}
     for n in nodes:
         if n not in folded:
-            weights.update(g.costs[n].weights)
+            merge_weights(weights, g.costs[n].weights)
     params = float(sum(numel for numel, _ in weights.values()))
     sum_read = sum(c.bytes_read for c in costs)
     sum_written = sum(c.bytes_written for c in costs)

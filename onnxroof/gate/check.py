@@ -164,6 +164,8 @@ class CheckSettings:
     dims: dict[str, int] = field(default_factory=dict, hash=False)
     precision: str | None = None
     fusion: str | None = None
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
+    """Whole-input shapes (``--shape``), bound with ``dims``."""
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,12 @@ def check_model(
 
     try:
         analysis = analyze(
-            path, platform=settings.platform, dims=settings.dims, precision=settings.precision, fusion=settings.fusion
+            path,
+            platform=settings.platform,
+            dims=settings.dims,
+            shapes=settings.shapes,
+            precision=settings.precision,
+            fusion=settings.fusion,
         )
         doc = to_dict(analysis)
         platform = analysis.platform

@@ -307,7 +307,7 @@ def _match_kernels(old: Mapping[str, Any], new: Mapping[str, Any]):
     return tuple(added), tuple(removed), tuple(sorted(changed, key=lambda k: -abs(k.latency_change)))
 
 
-def document_of(path: Path, platform: str, dims, precision, fusion) -> dict[str, Any]:
+def document_of(path: Path, platform: str, dims, precision, fusion, shapes=None) -> dict[str, Any]:
     """A model's analysis document: analyzed now (.onnx) or read from a saved JSON output."""
     if path.suffix.lower() == ".json":
         doc = load_document(path)
@@ -317,7 +317,7 @@ def document_of(path: Path, platform: str, dims, precision, fusion) -> dict[str,
                 raise BaselineError(f"{path}: holds {len(models)} analyzed models; give a single-model output")
             doc = models[0]
         return doc
-    return to_dict(analyze(path, platform=platform, dims=dims, precision=precision, fusion=fusion))
+    return to_dict(analyze(path, platform=platform, dims=dims, shapes=shapes, precision=precision, fusion=fusion))
 
 
 def slowdown_gate(result: ModelDiff, tolerance: float, allowed: str) -> dict[str, Any]:

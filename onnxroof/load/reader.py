@@ -14,6 +14,7 @@ unknown is reported by name with the node that produced it.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +27,8 @@ from onnx import TensorProto, helper
 
 from onnxroof.core.errors import ModelError, one_line
 from onnxroof.core.ir import normalize_domain, topological_order
-from onnxroof.load.dims import bind_dims, parse_dim_bindings, symbolic_dims
+from onnxroof.load.dims import bind_dims, parse_dim_bindings, shape_bindings, symbolic_dims
+from onnxroof.load.lean import parse_without_payloads
 from onnxroof.load.shapes import (
     fold_small_constants,
     infer,
@@ -36,6 +38,7 @@ from onnxroof.load.shapes import (
     small_constant_values,
     value_types,
 )
+from onnxroof.load.tied import tied_copies
 
 __all__ = [
     "LoadedModel",
@@ -49,6 +52,8 @@ __all__ = [
 ]
 
 MIN_OPSET = 7
+MAX_MODEL_BYTES = 4 * 2**30
+"""The largest model file read: a protobuf cannot exceed 2 GiB, so anything over twice that is not one."""
 
 
 @dataclass(frozen=True)
@@ -66,24 +71,53 @@ class LoadedModel:
     opset: int
     warnings: tuple[str, ...]
     order: tuple[int, ...] = field(repr=False)
+    tied: Mapping[str, str] = field(default_factory=dict)
+    """Initializers the exporter stored twice (copy -> original, :func:`onnxroof.load.tied.tied_copies`)."""
 
 
 # ---------------------------------------------------------------------------------------------- reading
 
 
-def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, Path | None]:
-    """Parse ``source`` (a path or a ModelProto) without external data; errors name the file."""
+def read_model(
+    source: str | os.PathLike | onnx.ModelProto, weights: bool = True
+) -> tuple[onnx.ModelProto, Path | None]:
+    """Parse ``source`` (a path or a ModelProto) without external data; errors name the file.
+
+    ``weights=False`` leaves the payloads of large initializers inside the file
+    (:func:`~onnxroof.load.lean.parse_without_payloads`: they become external data pointing into the model
+    file itself), so that a model with 438 MB of weights inside costs megabytes, not gigabytes.
+    """
     if isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(source)
         return model, None
     path = Path(source)
-    if not path.exists():
-        raise ModelError(f"{path}: no such file")
-    if path.is_dir():
-        raise ModelError(f"{path}: is a folder, not an ONNX file")
+    if "\0" in str(path):
+        raise ModelError(f"{str(path)!r}: a path cannot hold a NUL byte")
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        info = path.stat()
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no such file") from None
+    except OSError as exc:  # a symlink loop, a name too long, no permission
+        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ModelError(f"{path}: is a folder, not an ONNX file")
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block forever, /dev/zero never ends
+        raise ModelError(f"{path}: not a regular file (a device, FIFO or socket); give an ONNX file")
+    if info.st_size > MAX_MODEL_BYTES:
+        raise ModelError(
+            f"{path}: {info.st_size / 2**30:.1f} GiB is larger than any ONNX protobuf can be (2 GiB); "
+            f"weights over 2 GiB belong in external data files"
+        )
+    model = None
+    if not weights:
+        try:
+            model = parse_without_payloads(path)
+        except Exception:  # not a protobuf message: onnx.load below says why
+            model = None
+    try:
+        if model is None:
+            model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf raises DecodeError and others on bad bytes
         raise ModelError(f"{path}: not a readable ONNX model ({one_line(str(exc))})") from exc
     if model.ir_version == 0 or not model.HasField("graph"):
@@ -121,7 +155,8 @@ def _external_location(tensor: TensorProto) -> str:
 
 
 def check_external_paths(model: onnx.ModelProto, path: Path | None) -> None:
-    """Every external-data location must be a relative path inside the model's folder.
+    """Every external-data location must be a relative path inside the model's folder, without a NUL byte or a
+    symlink loop, naming a regular file when it exists (stat'ed, never read: an absent weight file analyzes).
 
     The folder is resolved once and each distinct location once (a 7B model names one file ~300 times).
     """
@@ -133,12 +168,39 @@ def check_external_paths(model: onnx.ModelProto, path: Path | None) -> None:
         if not location:
             raise ModelError(f"{where}: tensor '{tensor.name}': external data has no 'location'")
         if location not in inside:
-            inside[location] = not Path(location).is_absolute() and (base / location).resolve().is_relative_to(base)
+            # the model's own file: large inline weights left in place by read_model(weights=False)
+            own = path is not None and location == path.name
+            inside[location] = own or _inside(base, location, where, tensor.name)
         if not inside[location]:
             raise ModelError(
                 f"{where}: tensor '{tensor.name}': external data location '{location}' points outside "
                 f"the model's folder"
             )
+
+
+def _inside(base: Path, location: str, where: str, tensor: str) -> bool:
+    """Whether ``location`` stays inside ``base``; a location that cannot be a weight file is a ModelError."""
+    if "\0" in location:
+        raise ModelError(f"{where}: tensor '{tensor}': external data location {location!r} holds a NUL byte")
+    if Path(location).is_absolute():
+        return False
+    try:
+        target = (base / location).resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise ModelError(f"{where}: tensor '{tensor}': external data location '{location}': {exc}") from None
+    if not target.is_relative_to(base):
+        return False
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        raise ModelError(
+            f"{where}: tensor '{tensor}': external data location '{location}': {exc.strerror or exc}"
+        ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelError(f"{where}: tensor '{tensor}': external data location '{location}' is not a regular file")
+    return True
 
 
 def _without_external_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -277,9 +339,17 @@ def _infer(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     return unmask(inferred), warnings
 
 
-def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, object] | None = None) -> LoadedModel:
-    """Read, check, bind dims, inline local functions and infer shapes; never reads weight bytes."""
-    model, path = read_model(source)
+def load_model(
+    source: str | os.PathLike | onnx.ModelProto,
+    dims: Mapping[str, object] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> LoadedModel:
+    """Read, check, bind dims, inline local functions and infer shapes; never reads weight bytes.
+
+    ``shapes`` binds whole inputs (``{"image": (1, 3, 48, 192)}``, :func:`~onnxroof.load.dims.shape_bindings`);
+    a symbol it gives a value other than ``dims`` does is a :class:`~onnxroof.core.errors.DimsError`.
+    """
+    model, path = read_model(source, weights=False)
     check_external_paths(model, path)
     warnings: list[str] = []
     opset = check_model(model, path, warnings)
@@ -291,6 +361,8 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, o
                 f"could not inline model-local functions ({one_line(str(exc))}); their calls are "
                 f"reported as unsupported"
             )
+    if shapes:
+        dims = shape_bindings(model, shapes, dims)
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
     inferred, infer_warnings = _infer(model)
@@ -307,4 +379,7 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, o
                 if not is_static(types.get(name)) and is_static(type_proto):
                     types[name] = type_proto
         propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
-    return LoadedModel(inferred, path, MappingProxyType(types), MappingProxyType(bound), opset, tuple(warnings), order)
+    tied = MappingProxyType(tied_copies(model, path.parent if path is not None else None))
+    return LoadedModel(
+        inferred, path, MappingProxyType(types), MappingProxyType(bound), opset, tuple(warnings), order, tied
+    )

@@ -79,7 +79,10 @@ def small_constant_values(model: onnx.ModelProto, base: Path | None) -> dict[str
             if array is not None:
                 values[tensor.name] = array
             continue
-        values[tensor.name] = numpy_helper.to_array(tensor)
+        try:  # dims that contradict the data, an unknown or complex dtype: not folded, never raised
+            values[tensor.name] = numpy_helper.to_array(tensor)
+        except Exception:
+            continue
     return values
 
 
@@ -162,6 +165,13 @@ def _evaluate_node(
     return {name: a for name, a in arrays.items() if a.size <= SMALL_CONSTANT_LIMIT}
 
 
+def _small_shape(value: np.ndarray) -> bool:
+    """Whether ``value`` is a shape vector of at most ``SMALL_CONSTANT_LIMIT`` elements (non-negative ints)."""
+    if value.ndim != 1 or value.dtype.kind not in "iu" or (value < 0).any():
+        return False
+    return math.prod(int(v) for v in value) <= SMALL_CONSTANT_LIMIT
+
+
 def fold_small_constants(
     model: onnx.ModelProto,
     base: Path | None,
@@ -188,14 +198,17 @@ def fold_small_constants(
         ):
             continue
         if node.op_type == "Constant" and not normalize_domain(node.domain):
-            array = _constant_value(node)
+            try:
+                array = _constant_value(node)
+            except Exception:  # a value the evaluator cannot read: left to shape inference
+                array = None
             if array is not None:
                 values[node.output[0]] = folded[node.output[0]] = array
             continue
         inputs = [n for n in node.input if n]
         if node.output[0] in shape_values or not all(n in values for n in inputs) or normalize_domain(node.domain):
             continue
-        if node.op_type == "ConstantOfShape" and math.prod(values[inputs[0]].tolist()) > SMALL_CONSTANT_LIMIT:
+        if node.op_type == "ConstantOfShape" and not _small_shape(values[inputs[0]]):
             continue
         for name, array in _evaluate_node(node, values, opsets, model.ir_version).items():
             values[name] = folded[name] = array

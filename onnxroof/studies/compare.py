@@ -112,6 +112,7 @@ def compare(
     strict: bool = False,
     *,
     whatif: WhatIf | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Comparison:
     """Analyse ``model`` on each of ``platforms`` (names, files or :class:`Platform`) with the same options.
 
@@ -135,7 +136,9 @@ def compare(
         seen.add(target.name)
         if precision is not None:
             target.peak(precision)
-    analyses = [analyze(model, target, dims, fusion=fusion, strict=strict, whatif=plan) for target in targets]
+    analyses = [
+        analyze(model, target, dims, fusion=fusion, strict=strict, whatif=plan, shapes=shapes) for target in targets
+    ]
     first = analyses[0].model
     return Comparison(
         model=first.path or first.graph_name or "model",

@@ -28,7 +28,7 @@ import onnx
 from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import DimsError, OnnxroofError
-from onnxroof.load.dims import parse_dim_bindings, symbolic_dims
+from onnxroof.load.dims import parse_dim_bindings, shape_bindings, symbolic_dims
 from onnxroof.load.reader import read_model
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
@@ -112,6 +112,7 @@ def sweep(
     fusion: str | None = None,
     strict: bool = False,
     whatif: WhatIf | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Sweep:
     """Analyse ``model`` once per value of ``dim`` (``values``, positive integers) or per precision.
 
@@ -126,6 +127,8 @@ def sweep(
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     fixed = dict(dims or {})
     proto, path = read_model(model)
+    if shapes:  # whole-input shapes become dim bindings here, so that the swept dim conflicts with them
+        fixed = shape_bindings(proto, shapes, fixed)
     plan = whatif if whatif is not None else WhatIf()
     precision = precision if precision is not None else plan.precision
     options = {"strict": strict, "fusion": fusion}

@@ -96,6 +96,7 @@ def profile(
     profiled_runs: int = 20,
     wall_budget_s: float = 1.0,
     fusion: str | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> ProfileResult:
     """Run ``model`` in onnxruntime and compare onnxroof's prediction on ``platform`` with what it measured.
 
@@ -114,7 +115,7 @@ def profile(
 
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     path = Path(model)
-    analysis = analyze(path, platform=target, dims=dims, fusion=fusion)
+    analysis = analyze(path, platform=target, dims=dims, shapes=shapes, fusion=fusion)
     bound = {k: int(v) for k, v in analysis.model.dims.items()}
     chosen_threads = threads or _platform_threads(target) or default_threads()
     feeds = random_inputs(analysis.model.inputs)

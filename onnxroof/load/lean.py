@@ -1,0 +1,145 @@
+"""Parse an ONNX file without its weight payloads: peak memory a fraction of the file, not a multiple.
+
+``onnx.load`` reads the whole file and parses every byte, so a model with 438 MB of weights inside costs
+the file twice before anything else runs, and every later copy (the checker, shape inference) costs it
+again. :func:`parse_without_payloads` instead maps the file and walks the protobuf wire format: every field
+is copied as is except the ``raw_data`` of a large top-level initializer (more than
+:data:`PAYLOAD_THRESHOLD` bytes), which is never touched; that initializer becomes an *external* tensor
+pointing at its own bytes in the model file (``location`` = the file's name, ``offset``/``length`` = where
+its ``raw_data`` lies). Dims, dtype and name are kept, so every stage that needs only those (the checker,
+shape inference, the rules) works unchanged, and a stage that needs a small tensor's values finds them
+where external data always is.
+
+Wire format (protobuf): a message is a sequence of ``key`` varints (``field << 3 | wire type``) each
+followed by a varint (type 0), 8 bytes (1), a length-delimited run (2) or 4 bytes (5). ModelProto.graph
+is field 7, GraphProto.initializer field 5, TensorProto.raw_data field 9, TensorProto.data_location field
+14, TensorProto.external_data field 13. Any other wire type, or a length running past its parent, raises
+:class:`ValueError`; the caller then falls back to ``onnx.load`` (which names the damage).
+"""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import onnx
+
+PAYLOAD_THRESHOLD = 64 * 1024
+"""Initializers whose message exceeds this many bytes lose their ``raw_data`` (64 KiB: every shape vector
+and small constant that folding reads stays inline)."""
+
+_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_RAW_DATA = 7, 5, 9
+_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 13, 14
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if pos >= end or shift > 63:
+            raise ValueError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _fields(buf, start: int, end: int):
+    """``(field, wire type, field start, payload start, field end)`` of each field in ``buf[start:end]``."""
+    pos = start
+    while pos < end:
+        key, body = _varint(buf, pos, end)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, stop = _varint(buf, body, end)
+        elif wire == 1:
+            stop = body + 8
+        elif wire == 5:
+            stop = body + 4
+        elif wire == 2:
+            length, body = _varint(buf, body, end)
+            stop = body + length
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        if stop > end:
+            raise ValueError("field runs past its message")
+        yield field, wire, pos, body, stop
+        pos = stop
+
+
+def _length_delimited(field: int, payload: bytes) -> bytes:
+    return _encode_varint(field << 3 | 2) + _encode_varint(len(payload)) + payload
+
+
+def _tensor(buf, start: int, end: int, location: str) -> bytes:
+    """The initializer ``buf[start:end]`` without its raw_data, external data pointing at it instead."""
+    out = bytearray()
+    raw: tuple[int, int] | None = None
+    for field, wire, first, body, stop in _fields(buf, start, end):
+        if field == _TENSOR_RAW_DATA and wire == 2:
+            raw = (body, stop - body)
+            continue
+        if field in (_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION):
+            return bytes(buf[start:end])  # already external (or odd): kept as it is
+        out += buf[first:stop]
+    if raw is None:  # typed fields (float_data...): kept inline
+        return bytes(buf[start:end])
+    offset, length = raw
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = _length_delimited(1, key.encode()) + _length_delimited(2, value.encode())
+        out += _length_delimited(_TENSOR_EXTERNAL_DATA, entry)
+    out += _encode_varint(_TENSOR_DATA_LOCATION << 3 | 0) + _encode_varint(onnx.TensorProto.EXTERNAL)
+    return bytes(out)
+
+
+def _graph(buf, start: int, end: int, location: str) -> bytes:
+    out = bytearray()
+    for field, wire, first, body, stop in _fields(buf, start, end):
+        if field == _GRAPH_INITIALIZER and wire == 2 and stop - body > PAYLOAD_THRESHOLD:
+            out += _length_delimited(field, _tensor(buf, body, stop, location))
+        else:
+            out += buf[first:stop]
+    return bytes(out)
+
+
+def lean_bytes(buf, location: str) -> bytes:
+    """The serialized model ``buf`` with the payloads of its large initializers left out (module docstring)."""
+    out = bytearray()
+    for field, wire, first, body, stop in _fields(buf, 0, len(buf)):
+        if field == _MODEL_GRAPH and wire == 2:
+            out += _length_delimited(field, _graph(buf, body, stop, location))
+        else:
+            out += buf[first:stop]
+    return bytes(out)
+
+
+def parse_without_payloads(path: Path) -> onnx.ModelProto:
+    """The model at ``path``, its large initializers' data left in the file (module docstring).
+
+    Raises :class:`ValueError` on bytes that are not a protobuf message (the caller falls back to ``onnx.load``).
+    """
+    with open(path, "rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return onnx.ModelProto()
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                data = lean_bytes(view, path.name)
+            finally:
+                view.release()
+    model = onnx.ModelProto()
+    model.ParseFromString(data)
+    return model
