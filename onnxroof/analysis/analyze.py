@@ -211,6 +211,7 @@ def _analyze(
     loaded = load_model(model, dims, shapes)
     density_map = tensor_densities(loaded.model.graph, plan)
     ir = build_ir(loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order)
+    loaded = replace(loaded, value_types=MappingProxyType({}))  # the IR holds the shapes: free ~170 B a tensor
     warnings = list(loaded.warnings) + whatif_warnings(plan, target)
 
     results: list[NodeResult] = []

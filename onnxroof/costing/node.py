@@ -6,6 +6,8 @@ Importing this module registers every rule family (:mod:`onnxroof.rules`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import onnx
 import onnx.defs
@@ -20,6 +22,7 @@ from onnxroof.core.states import NodeState, Role
 from onnxroof.costing.control_flow import NodeCost, cost_control_flow
 
 _ROOTS_KEY = "weight_roots"
+_NO_WEIGHTS: Mapping[str, tuple[float, float]] = MappingProxyType({})
 #: Ops whose derived weight takes its parameters from these inputs only: a dequantized weight's parameters are
 #: its stored integers, its scale and zero point are not counted (as before tying was recognized).
 _VALUE_INPUTS = {"DequantizeLinear": frozenset({0})}
@@ -29,7 +32,7 @@ def op_key(op: OpView) -> str:
     return f"{op.domain}::{op.op_type}" if op.domain else op.op_type
 
 
-def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> dict[str, tuple[float, float]]:
+def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> Mapping[str, tuple[float, float]]:
     """The node's weights as name -> (params, bytes read), for the distinct-weight totals.
 
     A weight read directly counts ``(numel, nbytes)``. A *derived* weight — computed at load time from other
@@ -38,8 +41,11 @@ def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> dict[str, tu
     once): it counts ``(0, nbytes)``, and each of its root weights ``(numel, 0)`` (whoever reads a root
     counts its bytes). Totals merge entries with :func:`~onnxroof.core.cost.merge_weights`.
     """
+    inputs = weight_inputs(op, entry)
+    if not inputs:
+        return _NO_WEIGHTS  # one shared empty mapping: most nodes read no weight
     found: dict[str, tuple[float, float]] = {}
-    for t in weight_inputs(op, entry):
+    for t in inputs:
         roots = derived_roots(t.name, scope)
         if roots is None:
             found[t.name] = (float(t.numel), float(t.nbytes))
