@@ -332,3 +332,19 @@ def test_a_file_analyzes_as_its_in_memory_model(tmp_path) -> None:
         assert from_file["totals"] == in_memory["totals"]
         assert from_file["nodes"] == in_memory["nodes"]
         assert from_file["warnings"] == in_memory["warnings"]
+
+
+def test_an_in_memory_model_is_copied_without_its_payloads() -> None:
+    from onnxroof.load.lean import IN_MEMORY, copy_without_payloads
+
+    model = _big_inline_model()
+    before = model.SerializeToString()
+    lean = copy_without_payloads(model)
+    assert model.SerializeToString() == before  # the caller's model is untouched
+    weight, shape = lean.graph.initializer
+    assert not weight.raw_data and weight.data_location == TensorProto.EXTERNAL
+    assert {e.key: e.value for e in weight.external_data} == {"location": IN_MEMORY}
+    assert list(weight.dims) == [256, 128] and shape == model.graph.initializer[1]
+    lean.graph.ClearField("initializer")
+    model.graph.ClearField("initializer")
+    assert lean == model

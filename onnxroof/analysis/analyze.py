@@ -213,6 +213,7 @@ def _analyze(
     ir = build_ir(
         loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order, tied=loaded.tied
     )
+    loaded = replace(loaded, value_types=MappingProxyType({}))  # the IR holds the shapes: free ~170 B a tensor
     warnings = list(loaded.warnings) + whatif_warnings(plan, target)
 
     results: list[NodeResult] = []

@@ -246,6 +246,8 @@ def tensor_densities(graph: onnx.GraphProto, plan: WhatIf) -> DensityMap:
     Per-layer keys must name a node of the graph (by name or by id ``"{index}:{name or op_type}"``); an unknown
     key raises :class:`WhatIfError` (a typo would otherwise silently change nothing).
     """
+    if not plan.layers and plan.densities == Densities():  # nothing given: skip the walk over every node
+        return DensityMap(MappingProxyType({}), MappingProxyType({}), MappingProxyType({}))
     nodes = list(graph.node)
     by_key: dict[str, int] = {}
     for index, node in enumerate(nodes):

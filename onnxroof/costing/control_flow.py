@@ -30,7 +30,7 @@ from onnxroof.core.states import NodeState, RuleKind
 CostFn = Callable[[OpView, ModelIR], "NodeCost"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeCost:
     """What costing one node (or one control-flow node with its bodies) yields."""
 

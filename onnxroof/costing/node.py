@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 import onnx
 import onnx.defs
@@ -27,6 +29,7 @@ _ROOTS_KEY = "weight_roots"
 #: ``inv_freq``): PyTorch buffers computed from the config, not trained parameters. Their bytes count; their
 #: elements are not parameters (a learned position table, ``wpe`` or ``position_embeddings``, is).
 _BUFFER_NAME = re.compile(r"rotary|inv_freq|(^|[._/])(cos|sin)(_cached|_cache)?$", re.IGNORECASE)
+_NO_WEIGHTS: Mapping[str, tuple[float, float]] = MappingProxyType({})
 #: Ops whose derived weight takes its parameters from these inputs only: a dequantized weight's parameters are
 #: its stored integers, its scale and zero point are not counted (as before tying was recognized).
 _VALUE_INPUTS = {"DequantizeLinear": frozenset({0})}
@@ -36,7 +39,7 @@ def op_key(op: OpView) -> str:
     return f"{op.domain}::{op.op_type}" if op.domain else op.op_type
 
 
-def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> dict[str, tuple[float, float]]:
+def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> Mapping[str, tuple[float, float]]:
     """The node's weights as name -> (params, bytes read), for the distinct-weight totals.
 
     A weight is keyed by the tensor it aliases through folded views (a Reshape of an initializer), so one weight
@@ -49,9 +52,12 @@ def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> dict[str, tu
     root counts its bytes). Rotary-embedding tables (:data:`_BUFFER_NAME`) are buffers: bytes, no parameters.
     Totals merge entries with :func:`~onnxroof.core.cost.merge_weights`.
     """
+    table = weight_table(op, entry)
+    if not table:
+        return _NO_WEIGHTS  # one shared empty mapping: most nodes read no weight
     root = graph_index(scope).root
     found: dict[str, tuple[float, float]] = {}
-    for name, (params, nbytes) in weight_table(op, entry).items():
+    for name, (params, nbytes) in table.items():
         key = root(name)
         roots = derived_roots(key, scope)
         if key in scope.tied:
@@ -151,7 +157,9 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
         return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
     weights = weight_entries(op, entry, scope)
     # the node's params are those of the weights it reads, a derived or tied weight's roots included
-    cost = replace(cost, params=float(sum(params for params, _ in weights.values())))
+    params = float(sum(params for params, _ in weights.values()))
+    if params != cost.params:
+        cost = Cost(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, params)
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
 
 

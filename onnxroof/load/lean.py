@@ -143,3 +143,51 @@ def parse_without_payloads(path: Path) -> onnx.ModelProto:
     model = onnx.ModelProto()
     model.ParseFromString(data)
     return model
+
+
+IN_MEMORY = "<in-memory model>"
+"""The external-data location of a large initializer left out of a copy of an in-memory model."""
+
+
+def _repeated(descriptor) -> bool:
+    flag = getattr(descriptor, "is_repeated", None)  # protobuf ≥ 6 dropped FieldDescriptor.label
+    return bool(flag) if flag is not None else descriptor.label == descriptor.LABEL_REPEATED
+
+
+def _copy_fields(target, source, skip: str = "") -> None:
+    """Copy every set field of ``source`` but ``skip`` into ``target`` (the skipped one is never read)."""
+    for descriptor in source.DESCRIPTOR.fields:
+        name = descriptor.name
+        if name == skip:
+            continue
+        if _repeated(descriptor):
+            values = getattr(source, name)
+            if len(values):
+                getattr(target, name).extend(values)
+        elif source.HasField(name):
+            if descriptor.message_type is not None:
+                getattr(target, name).CopyFrom(getattr(source, name))
+            else:
+                setattr(target, name, getattr(source, name))
+
+
+def copy_without_payloads(source: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``source`` whose large top-level initializers (``raw_data`` over :data:`PAYLOAD_THRESHOLD`
+    bytes) keep name, dims and dtype but not their bytes, which are never read: they become external data
+    at :data:`IN_MEMORY` (the caller's model is not changed)."""
+    copy = onnx.ModelProto()
+    _copy_fields(copy, source, skip="graph")
+    if not source.HasField("graph"):
+        return copy
+    _copy_fields(copy.graph, source.graph, skip="initializer")
+    for tensor in source.graph.initializer:
+        if tensor.HasField("raw_data") and tensor.ByteSize() > PAYLOAD_THRESHOLD:
+            lean = copy.graph.initializer.add()
+            _copy_fields(lean, tensor, skip="raw_data")
+            if lean.data_location != onnx.TensorProto.EXTERNAL:
+                lean.data_location = onnx.TensorProto.EXTERNAL
+                entry = lean.external_data.add()
+                entry.key, entry.value = "location", IN_MEMORY
+        else:
+            copy.graph.initializer.add().CopyFrom(tensor)
+    return copy

@@ -28,7 +28,7 @@ from onnx import TensorProto, helper
 from onnxroof.core.errors import ModelError, one_line
 from onnxroof.core.ir import normalize_domain, topological_order
 from onnxroof.load.dims import bind_dims, parse_dim_bindings, shape_bindings, symbolic_dims
-from onnxroof.load.lean import parse_without_payloads
+from onnxroof.load.lean import copy_without_payloads, parse_without_payloads
 from onnxroof.load.shapes import (
     fold_small_constants,
     infer,
@@ -85,9 +85,12 @@ def read_model(
 
     ``weights=False`` leaves the payloads of large initializers inside the file
     (:func:`~onnxroof.load.lean.parse_without_payloads`: they become external data pointing into the model
-    file itself), so that a model with 438 MB of weights inside costs megabytes, not gigabytes.
+    file itself; for an in-memory model, :func:`~onnxroof.load.lean.copy_without_payloads`), so that a model
+    with 438 MB of weights inside costs megabytes, not gigabytes.
     """
     if isinstance(source, onnx.ModelProto):
+        if not weights:
+            return copy_without_payloads(source), None
         model = onnx.ModelProto()
         model.CopyFrom(source)
         return model, None
