@@ -144,6 +144,7 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
         f"generate {result.generate}, batch {result.batch}",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     console.print(
         f"time to first token {seconds(result.ttft_s)}  ·  time per output token {seconds(result.tpot_s)}  ·  "
@@ -151,6 +152,7 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
         f"{seconds(result.decode_last_s)} ({result.interpolation}, {len(result.decode)} steps analyzed)",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     console.print(
         f"KV cache: {c.layers} layers × {c.kv_heads} KV heads × {c.head_dim} head dim, {c.dtype}: "
@@ -158,6 +160,7 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
         f"tokens; weights {si(result.weight_bytes, 'B')} ({si(result.params)} params)",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     rows = []
     for p in (result.prefill, *result.decode):
@@ -178,7 +181,7 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
-    console.print(memory_line(result), markup=False, highlight=False)
+    console.print(memory_line(result), markup=False, highlight=False, soft_wrap=True)
     for phase, ops in result.unsupported.items():
         if ops:
             console.print(f"unsupported in {phase}: {', '.join(ops)}", style="yellow", markup=False)
