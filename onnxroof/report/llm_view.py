@@ -210,12 +210,24 @@ def token_time_figure(result: LLMResult):
     return fig
 
 
+def _name_phases(fig, names: tuple[str, str]) -> None:
+    """Prefix the roofline legend's two entries (one per analysis, platform text) with the phase they show."""
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+    for legend in filter(None, legends):
+        texts = legend.get_texts()
+        if len(texts) >= 2:
+            for text, name in zip(texts, names, strict=False):
+                text.set_text(f"{name}: {text.get_text()}")
+            return
+
+
 def render_llm_html(result: LLMResult) -> str:
     """A self-contained page: the figures, the two charts, the steps and their top kernels."""
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(si=si, seconds=seconds, percent=percent)
     prefill, last = result.analyses[0], result.analyses[-1]
     roof = roofline_figure([prefill, last], title=f"prefill and decode (context {result.prompt + result.generate})")
+    _name_phases(roof, ("prefill", f"decode at context {result.prompt + result.generate}"))
     return env.from_string(TEMPLATE.read_text(encoding="utf-8")).render(
         r=result,
         data=llm_dict(result),
