@@ -143,6 +143,19 @@ def _apply_rotary(b: _Builder, x: str, cos: str, sin: str, head_dim: int) -> str
     return b.op("Add", [b.op("Mul", [x, cos]), b.op("Mul", [_rotate_half(b, x, head_dim), sin])])
 
 
+_TOTAL = "total_sequence_length"
+
+
+def _cache_values(layers: int, kv_heads: int, head_dim: int, dtype: int, prefix: str, length: str) -> list:
+    """``{prefix}.{i}.key`` and ``.value`` for every layer: ``[batch, kv_heads, length, head_dim]``."""
+    shape = ["batch", kv_heads, length, head_dim]
+    return [
+        helper.make_tensor_value_info(f"{prefix}.{i}.{kind}", dtype, shape)
+        for i in range(layers)
+        for kind in ("key", "value")
+    ]
+
+
 def build_llama_model(
     location: str,
     *,
@@ -154,8 +167,15 @@ def build_llama_model(
     vocab: int = 32000,
     dtype: int = TensorProto.FLOAT16,
     max_position: int = MAX_POSITION,
+    kv_cache: bool = False,
 ) -> tuple[onnx.ModelProto, int]:
-    """The model proto (weights external, pointing into ``location``) and the data file's total size in bytes."""
+    """The model proto (weights external, pointing into ``location``) and the data file's total size in bytes.
+
+    ``kv_cache=True`` adds the cache as Optimum and GenAI export it: ``past_key_values.{i}.key/value`` inputs
+    ``[batch, kv_heads, past_sequence_length, head_dim]`` concatenated with the new K/V on axis 2 into
+    ``present.{i}.key/value`` outputs ``[batch, kv_heads, total_sequence_length, head_dim]``, an ``attention_mask``
+    ``[batch, total_sequence_length]``, positions ``Range(past, past + seq)`` and the causal mask over the total.
+    """
     if hidden % heads or heads % kv_heads:
         raise ValueError("hidden must be a multiple of heads, and heads a multiple of kv_heads")
     head_dim = hidden // heads
@@ -176,7 +196,13 @@ def build_llama_model(
     seq = b.op("Unsqueeze", [seq_scalar, b.const([0])])
     x = b.op("Gather", [embed, "input_ids"], axis=0)  # [b, s, hidden]
 
-    position_ids = b.op("Range", [b.const(0), seq_scalar, b.const(1)])  # [s]
+    if kv_cache:
+        past_scalar = b.op("Gather", [b.op("Shape", ["past_key_values.0.key"]), b.const(2)], axis=0)
+    else:
+        past_scalar = b.const(0)
+    total_scalar = b.op("Add", [past_scalar, seq_scalar]) if kv_cache else seq_scalar
+    total = b.op("Unsqueeze", [total_scalar, b.const([0])]) if kv_cache else seq
+    position_ids = b.op("Range", [past_scalar, total_scalar, b.const(1)])  # [s]
     b.push("rotary_emb")
     pos_2d = b.op("Unsqueeze", [position_ids, b.const([0])])  # [1, s]
     cos = b.op("Unsqueeze", [b.op("Gather", [cos_cache, pos_2d], axis=0), b.const([1])])  # [1, 1, s, d]
@@ -185,15 +211,20 @@ def build_llama_model(
 
     # Causal mask: 0 where key position <= query position, the dtype's lowest value elsewhere. [1, 1, s, s]
     rows = b.op("Unsqueeze", [position_ids, b.const([1])])  # [s, 1]
-    cols = b.op("Unsqueeze", [position_ids, b.const([0])])  # [1, s]
-    allowed = b.op("LessOrEqual", [cols, rows])
+    key_ids = b.op("Range", [b.const(0), total_scalar, b.const(1)]) if kv_cache else position_ids  # [t]
+    cols = b.op("Unsqueeze", [key_ids, b.const([0])])  # [1, t]
+    allowed = b.op("LessOrEqual", [cols, rows])  # [s, t]
+    if kv_cache:  # and the padding mask: [b, 1, 1, t]
+        padding = b.op("Unsqueeze", [b.op("Cast", ["attention_mask"], to=TensorProto.BOOL), b.const([1, 2])])
+        allowed = b.op("And", [b.op("Unsqueeze", [allowed, b.const([0, 1])]), padding])  # [b, 1, s, t]
     mask = b.op("Where", [allowed, b.const(0.0, float_dtype), b.const(np.finfo(float_dtype).min, float_dtype)])
-    mask = b.op("Unsqueeze", [mask, b.const([0, 1])])
+    if not kv_cache:
+        mask = b.op("Unsqueeze", [mask, b.const([0, 1])])
 
     q_shape = b.op("Concat", [batch, seq, b.const([heads, head_dim])], axis=0)
     kv_shape = b.op("Concat", [batch, seq, b.const([kv_heads, head_dim])], axis=0)
-    expand_shape = b.op("Concat", [batch, b.const([kv_heads, n_rep]), seq, b.const([head_dim])], axis=0)
-    rep_shape = b.op("Concat", [batch, b.const([heads]), seq, b.const([head_dim])], axis=0)
+    expand_shape = b.op("Concat", [batch, b.const([kv_heads, n_rep]), total, b.const([head_dim])], axis=0)
+    rep_shape = b.op("Concat", [batch, b.const([heads]), total, b.const([head_dim])], axis=0)
     merge_shape = b.op("Concat", [batch, seq, b.const([hidden])], axis=0)
     sqrt_head_dim = b.const(math.sqrt(head_dim), float_dtype)
     b.pop()
@@ -215,6 +246,9 @@ def build_llama_model(
         v = b.op("Transpose", [b.op("Reshape", [v, kv_shape])], perm=[0, 2, 1, 3])
         q = _apply_rotary(b, q, cos, sin, head_dim)
         k = _apply_rotary(b, k, cos, sin, head_dim)
+        if kv_cache:  # [b, KV, past + s, d]
+            k = b.op("Concat", [f"past_key_values.{i}.key", k], f"present.{i}.key", axis=2)
+            v = b.op("Concat", [f"past_key_values.{i}.value", v], f"present.{i}.value", axis=2)
         if n_rep > 1:  # repeat_kv: x[:, :, None].expand(b, KV, n_rep, s, d).reshape(b, H, s, d)
             k = b.op("Reshape", [b.op("Expand", [b.op("Unsqueeze", [k, b.const([2])]), expand_shape]), rep_shape])
             v = b.op("Reshape", [b.op("Expand", [b.op("Unsqueeze", [v, b.const([2])]), expand_shape]), rep_shape])
@@ -253,13 +287,13 @@ def build_llama_model(
     b.op("MatMul", [x, b.weight("lm_head.weight", (hidden, vocab), dtype)], output="logits")
     b.pop()
 
-    graph = helper.make_graph(
-        b.nodes,
-        "llama_shaped",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("logits", dtype, ["batch", "seq", vocab])],
-        b.initializers,
-    )
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])]
+    outputs = [helper.make_tensor_value_info("logits", dtype, ["batch", "seq", vocab])]
+    if kv_cache:
+        inputs += _cache_values(layers, kv_heads, head_dim, dtype, "past_key_values", "past_sequence_length")
+        inputs.insert(1, helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", _TOTAL]))
+        outputs += _cache_values(layers, kv_heads, head_dim, dtype, "present", _TOTAL)
+    graph = helper.make_graph(b.nodes, "llama_shaped", inputs, outputs, b.initializers)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", OPSET)],
@@ -286,6 +320,7 @@ def build_llama_shaped(
     vocab: int = 32000,
     dtype: int = TensorProto.FLOAT16,
     external_data: bool = True,
+    kv_cache: bool = False,
 ) -> Path:
     """Write the model to ``path`` and a sparse ``<stem>.weights`` file next to it; return ``path``.
 
@@ -303,6 +338,7 @@ def build_llama_shaped(
         intermediate=intermediate,
         vocab=vocab,
         dtype=dtype,
+        kv_cache=kv_cache,
     )
     if external_data:
         with open(data_path, "wb") as f:
@@ -353,9 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("out_dir", help="folder to write llama_shaped.onnx and llama_shaped.weights into")
     parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--name", default="llama_shaped", help="file stem (default: llama_shaped)")
+    parser.add_argument("--kv-cache", action="store_true", help="with past_key_values inputs and present outputs")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    path = build_llama_shaped(Path(args.out_dir) / f"{args.name}.onnx", layers=args.layers)
+    path = build_llama_shaped(Path(args.out_dir) / f"{args.name}.onnx", layers=args.layers, kv_cache=args.kv_cache)
     elapsed = time.perf_counter() - start
     data = path.with_suffix(".weights").stat()
     params = expected_parameter_count(layers=args.layers)

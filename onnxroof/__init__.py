@@ -22,6 +22,8 @@ _PUBLIC = {
     "NodeResult": "onnxroof.analysis.analyze",
     "Totals": "onnxroof.analysis.totals",
     "KernelResult": "onnxroof.roofline.kernels",
+    "llm": "onnxroof.studies.llm",
+    "LLMResult": "onnxroof.studies.llm",
     "Cost": "onnxroof.core.cost",
     "FLOPS_PER_MAC": "onnxroof.core.cost",
     "OnnxroofError": "onnxroof.core.errors",

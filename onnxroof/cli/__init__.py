@@ -16,7 +16,10 @@ from onnxroof.cli import (
 )
 
 # isort: split
-from onnxroof.cli import audit  # noqa: F401
+from onnxroof.cli import (
+    audit,  # noqa: F401
+    llm,  # noqa: F401
+)
 from onnxroof.cli.common import app
 
 # isort: on
