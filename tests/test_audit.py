@@ -159,6 +159,33 @@ def test_a_manifest_gives_dims_and_budgets(registry, cluster, tmp_path) -> None:
     assert result.exit_code == 1
 
 
+def test_a_manifest_gives_whole_input_shapes(cluster, tmp_path) -> None:
+    """Per-model shapes bind anonymous dims (Paddle2ONNX writes '?'): the figures equal report's for the shape."""
+    from onnx import TensorProto, helper
+
+    import onnxroof
+
+    weight = helper.make_tensor("w", TensorProto.FLOAT, (8, 3, 3, 3), [0.0] * 216)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+        "ocr",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["?", 3, "?", "?"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["?", 8, "?", "?"])],
+        [weight],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "ocr.onnx")
+    (tmp_path / "models.csv").write_text("path,shapes\nocr.onnx,x=1x3x48x192\n")
+    (tmp_path / "models.toml").write_text(
+        '[[model]]\npath = "ocr.onnx"\nname = "wide"\nshapes = { x = [2, 3, 32, 320] }\n'
+    )
+    csv_rows = audit([tmp_path / "models.csv"], AuditOptions(("xavier",)), engine=cluster).table
+    toml_rows = audit([tmp_path / "models.toml"], AuditOptions(("xavier",)), engine=cluster).table
+    assert csv_rows.loc[0, "macs"] == 1 * 8 * 48 * 192 * 27
+    assert toml_rows.loc[0, "macs"] == 2 * 8 * 32 * 320 * 27
+    report = onnxroof.analyze(tmp_path / "ocr.onnx", "xavier", shapes={"x": (1, 3, 48, 192)})
+    assert csv_rows.loc[0, "latency_s"] == report.totals.latency_s
+
+
 def test_a_worker_that_cannot_read_a_model_says_why(tmp_path) -> None:
     figures = analyze_task(str(tmp_path / "elsewhere.onnx"), "xavier", {}, None, None)
     assert figures["error_kind"] == "unreadable"

@@ -140,9 +140,10 @@ def _plan(
                 plan.rows.append(make_row(base, failed, target.names, budget, False))
             continue
         dims = {k: v for k, v in options.dims.items() if k in identity.symbols} | dict(entry.dims)
+        shapes = dict(options.shapes) | dict(entry.shapes)  # a manifest's shapes are the model's own
         settings = {"dims": dims, "precision": options.precision, "fusion": options.fusion}
-        if options.shapes:  # only then: the cache keys of audits without --shape stay as they were
-            settings["shapes"] = {k: list(v) for k, v in sorted(options.shapes.items())}
+        if shapes:  # only then: the cache keys of audits without shapes stay as they were
+            settings["shapes"] = {k: list(v) for k, v in sorted(shapes.items())}
         for target in targets:
             base = _base(entry, identity.sha256, target, dims, options, version)
             key = result_key(identity.sha256, identity.external, version, target.hash, settings)
@@ -154,9 +155,7 @@ def _plan(
             plan.rows.append(None)
             if key not in plan.waiting:
                 plan.keys.append(key)
-                plan.tasks.append(
-                    (entry.path, target.spec, dims, options.precision, options.fusion, dict(options.shapes))
-                )
+                plan.tasks.append((entry.path, target.spec, dims, options.precision, options.fusion, shapes))
             plan.waiting.setdefault(key, []).append((len(plan.rows) - 1, base, target, budget))
     return plan
 

@@ -3,20 +3,24 @@
 A manifest is a CSV or TOML file listing models; relative paths are read from the manifest's folder.
 
 CSV: a header row with ``path`` (required) and optionally ``name``, ``dims`` (``batch=1 seq=16``, separated by
-spaces, commas or semicolons) and ``budget`` (a budget TOML file)::
+spaces, commas or semicolons), ``shapes`` (whole-input shapes, ``image=1x3x224x224``, separated the same way)
+and ``budget`` (a budget TOML file)::
 
-    path,name,dims,budget
-    models/encoder.onnx,encoder,batch=1 seq=128,budgets/encoder.toml
+    path,name,dims,shapes,budget
+    models/encoder.onnx,encoder,batch=1 seq=128,,budgets/encoder.toml
+    models/ocr.onnx,ocr,,x=1x3x48x192,
 
-TOML: one ``[[model]]`` table per model with the same keys (``dims`` an inline table)::
+TOML: one ``[[model]]`` table per model with the same keys (``dims`` an inline table, ``shapes`` an inline table
+of lists)::
 
     [[model]]
     path = "models/encoder.onnx"
     dims = { batch = 1, seq = 128 }
+    shapes = { attention_mask = [1, 128] }
     budget = "budgets/encoder.toml"
 
-A manifest's dims are the model's own: they override a command-line ``--dim`` of the same name. (Input shapes,
-``--shape``, are not supported yet.)
+A manifest's dims and shapes are the model's own: they override a command-line ``--dim`` / ``--shape`` of the
+same name.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from onnxroof.core.errors import OnnxroofError
-from onnxroof.load.dims import parse_dim_bindings
+from onnxroof.load.dims import parse_dim_bindings, parse_shape_bindings
 
 MANIFEST_SUFFIXES = (".csv", ".toml")
-_KEYS = frozenset({"path", "name", "dims", "budget"})
+_KEYS = frozenset({"path", "name", "dims", "shapes", "budget"})
 
 
 class ManifestError(OnnxroofError):
@@ -48,6 +52,7 @@ class ModelEntry:
     name: str
     dims: Mapping[str, int] = field(default_factory=dict)
     budget: str | None = None
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 def expand_paths(paths: Sequence[Path]) -> list[ModelEntry]:
@@ -117,9 +122,10 @@ def _entry(row: Any, base: Path, where: str) -> ModelEntry:
         raise ManifestError(f"{where}: 'budget' must be the path of a budget TOML file")
     try:
         dims = _dims(row.get("dims"))
+        shapes = _shapes(row.get("shapes"))
     except OnnxroofError as exc:
         raise ManifestError(f"{where}: {exc}") from None
-    return ModelEntry(str(model), str(name), dims, str(base / budget.strip()) if budget else None)
+    return ModelEntry(str(model), str(name), dims, str(base / budget.strip()) if budget else None, shapes)
 
 
 def _dims(value: Any) -> dict[str, int]:
@@ -130,3 +136,18 @@ def _dims(value: Any) -> dict[str, int]:
     if isinstance(value, str):
         return parse_dim_bindings([item for item in re.split(r"[\s,;]+", value.strip()) if item])
     raise ManifestError(f"'dims' must be NAME=VALUE items or a table, got {value!r}")
+
+
+def _shapes(value: Any) -> dict[str, tuple[int, ...]]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, dict):
+        items = []
+        for name, dims in value.items():
+            if not isinstance(dims, list) or not all(isinstance(d, int) for d in dims):
+                raise ManifestError(f"'shapes': '{name}' must be a list of integers, got {dims!r}")
+            items.append(f"{name}=" + "x".join(map(str, dims)))
+        return parse_shape_bindings(items)
+    if isinstance(value, str):
+        return parse_shape_bindings([item for item in re.split(r"[\s;]+", value.strip()) if item])
+    raise ManifestError(f"'shapes' must be INPUT=AxBxC items or a table of lists, got {value!r}")
