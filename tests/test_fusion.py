@@ -720,3 +720,118 @@ def test_fusing_a_2700_node_llama_graph_partitions_it(tmp_path):
     assert len(ir.ops) > 2600
     for profile in PROFILES:
         assert_partition(fuse(ir, costs, profile), costs)
+
+
+# ------------------------------------------------------------------------------------------ attention
+
+_B, _H, _KV, _S, _D = 1, 4, 2, 8, 16
+_QKV = _B * _H * _S * _D  # elements of Q (and of V, and of the output) per expanded head set
+_SCORES = _B * _H * _S * _S
+
+
+def attention_model(dtype: str = "float", *, export_scores: bool = False, casts: bool = False) -> str:
+    """QKᵀ → Div → Add mask → [Cast] Softmax [Cast] → MatMul V, K given transposed ([b, H, d, s])."""
+    soft = "[c1] f = Cast<to=1>(m)\n[sm] p = Softmax<axis=-1>(f)\n[c2] h = Cast<to=10>(p)" if casts else ""
+    soft = soft or "[sm] h = Softmax<axis=-1>(m)"
+    outputs = f"{dtype}[{_B},{_H},{_S},{_D}] y" + (f", {dtype}[{_B},{_H},{_S},{_S}] d" if export_scores else "")
+    return model(
+        f"[qk] s = MatMul(q, kt)\n[sc] d = Div(s, scale)\n[mk] m = Add(d, mask)\n{soft}\n[av] y = MatMul(h, v)",
+        f"{dtype}[{_B},{_H},{_S},{_D}] q, {dtype}[{_B},{_H},{_D},{_S}] kt, {dtype}[1,1,{_S},{_S}] mask, "
+        f"{dtype}[{_B},{_H},{_S},{_D}] v",
+        outputs,
+        f"{dtype} scale = {{{17408 if dtype == 'float16' else 4.0}}}",  # 4.0 (float16: its bits, as the parser wants)
+    )
+
+
+def test_explicit_attention_is_one_flash_kernel_under_tensorrt():
+    result, costs = run(attention_model(), "tensorrt")
+    (kernel,) = result.kernels
+    assert kernel.pattern == "attention"
+    assert kernel.node_ids == ("0:qk", "1:sc", "2:mk", "3:sm", "4:av")
+    # Q, Kᵀ, V and the mask read once (and the scalar scale); the output written; the S×T scores never leave
+    assert kernel.cost.bytes_read == (3 * _QKV + _S * _S + 1) * F32
+    assert kernel.cost.bytes_written == _QKV * F32
+    assert kernel.cost.flops == sum(c.cost.flops for c in costs.values())
+    assert kernel.cost.bytes < sum(c.cost.bytes for c in costs.values()) - 2 * _SCORES * F32
+    assert len(run(attention_model(), "none")[0].kernels) == 5
+
+
+def test_ort_cpu_folds_only_the_scale_of_explicit_attention():
+    result, _ = run(attention_model(), "ort-cpu")
+    assert [k.pattern for k in result.kernels] == ["matmul_scale", SINGLE, SINGLE, SINGLE]
+
+
+def test_attention_is_refused_when_the_scores_escape():
+    result, _ = run(attention_model(export_scores=True), "tensorrt")
+    assert all("attention" not in k.patterns for k in result.kernels)
+    (miss,) = [m for m in result.misses if m.pattern == "attention"]
+    assert miss.reason == "attention: Div 1:sc's output 'd' is a graph output"
+
+
+def test_attention_reads_grouped_kv_once_per_kv_head():
+    kv = f"{_B},{_KV},{_S},{_D}"
+    expand = (
+        "[{n}u] {n}u = Unsqueeze({n}, two)\n[{n}e] {n}e = Expand({n}u, wide)\n[{n}r] {n}r = Reshape({n}e, heads)\n"
+    )
+    text = model(
+        expand.format(n="k")
+        + expand.format(n="v")
+        + "[kt] kt = Transpose<perm=[0,1,3,2]>(kr)\n[qk] s = MatMul(q, kt)\n[sc] d = Mul(s, scale)\n"
+        "[sm] p = Softmax<axis=-1>(d)\n[av] y = MatMul(p, vr)",
+        f"float[{_B},{_H},{_S},{_D}] q, float[{kv}] k, float[{kv}] v",
+        f"float[{_B},{_H},{_S},{_D}] y",
+        f"float scale = {{0.25}}, int64[1] two = {{2}}, int64[5] wide = {{{_B},{_KV},{_H // _KV},{_S},{_D}}}, "
+        f"int64[4] heads = {{{_B},{_H},{_S},{_D}}}",
+    )
+    result, _ = run(text, "tensorrt")
+    (kernel,) = [k for k in result.kernels if "attention" in k.patterns]
+    assert kernel.pattern == "attention+attention_operand"
+    assert {"1:ke", "4:ve", "6:kt"} <= set(kernel.node_ids)
+    # K and V read at [b, KV, s, d] (once per KV head), not after the expand to H heads
+    assert kernel.cost.bytes_read == (_QKV + 2 * _B * _KV * _S * _D + 1) * F32
+    assert kernel.cost.bytes_written == _QKV * F32
+    assert len(result.kernels) == 1
+
+
+def test_attention_keeps_a_transpose_that_moves_the_head_dimension():
+    text = model(
+        "[vt] vt = Transpose<perm=[0,3,1,2]>(v)\n[qk] s = MatMul(q, kt)\n[sm] p = Softmax<axis=-1>(s)\n"
+        "[av] y = MatMul(p, vt)",
+        f"float[{_B},{_H},{_S},{_D}] q, float[{_B},{_H},{_D},{_S}] kt, float[{_B},{_S},{_D},{_H}] v",
+        f"float[{_B},{_H},{_S},{_D}] y",
+    )
+    result, _ = run(text, "tensorrt")
+    assert [k.pattern for k in result.kernels] == [SINGLE, "attention"]
+    (miss,) = result.misses
+    assert miss.pattern == "attention_operand"
+    assert "has perm [0, 3, 1, 2]: the head dimension (last axis) leaves the innermost axes" in miss.reason
+
+
+def test_float16_attention_fuses_through_the_casts_around_softmax():
+    result, _ = run(attention_model("float16", casts=True), "tensorrt")
+    (kernel,) = result.kernels
+    assert kernel.node_ids == ("0:qk", "1:sc", "2:mk", "3:c1", "4:sm", "5:c2", "6:av")
+    assert kernel.cost.bytes_read == (3 * _QKV + _S * _S + 1) * 2
+    assert kernel.cost.bytes_written == _QKV * 2
+
+
+def test_a_7b_prefill_moves_far_fewer_bytes_with_flash_attention(tmp_path, monkeypatch):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from llama_shaped import build_llama_shaped
+
+    import onnxroof.fusion.fuse as fuse_module
+
+    path = build_llama_shaped(tmp_path / "llama.onnx")
+    dims = {"batch": 1, "seq": 2048}
+    after = analyze(path, "a100", dims, fusion="tensorrt")
+    kernels = [k for k in after.kernels if "attention" in k.patterns]
+    assert len(kernels) == 32
+    scores = 32 * 2048 * 2048 * 2  # one layer's fp16 scores [1, 32, 2048, 2048]
+    assert all(k.bytes_read + k.bytes_written < scores / 3 for k in kernels)  # Q, K, V, mask, output: ~80 MB
+    without = {**PROFILES, "tensorrt": tuple(p for p in PROFILES["tensorrt"] if not p.startswith("attention"))}
+    monkeypatch.setattr(fuse_module, "PROFILES", without)
+    before = analyze(path, "a100", dims, fusion="tensorrt")
+    # totals.bytes sums the nodes (unfused), totals.fused the kernels: the scores' write and read leave each layer
+    assert before.totals.fused.bytes - after.totals.fused.bytes > 32 * 2 * scores
+    assert after.totals.latency_s < before.totals.latency_s
+    assert after.totals.flops == before.totals.flops

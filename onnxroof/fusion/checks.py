@@ -381,6 +381,43 @@ def _check_swaps_last_two_axes(edge: Edge, args: tuple[object, ...]) -> str | No
     return None
 
 
+def _check_sole_reader(edge: Edge, args: tuple[object, ...]) -> str | None:
+    g = edge.g
+    users, exported = g.users(edge.value)
+    members = set(edge.anchor.nodes)
+    outside = [u for u in users if u not in members]
+    label = g.label(edge.joined.anchor)
+    if exported:
+        return f"{label}'s output '{edge.value}' is a graph output: it is written whole"
+    if outside:
+        return f"{label}'s output '{edge.value}' also feeds {g.label(outside[0])}: it is written whole"
+    return None
+
+
+def _check_strided_operand(edge: Edge, args: tuple[object, ...]) -> str | None:
+    op, g = edge.joined_op, edge.g
+    source, out = op.input(0), op.output(0)
+    if source is None or source.shape is None or out is None or out.shape is None:
+        return f"{g.label(op.id)}: shape unknown"
+    rank = len(source.shape)
+    if op.op_type == "Expand":
+        repeated = [a for a, (i, o) in enumerate(zip(source.shape, out.shape, strict=False)) if i != o]
+        if len(out.shape) != rank or len(repeated) != 1 or source.shape[repeated[0]] != 1:
+            return (
+                f"{g.label(op.id)} expands {_fmt(source.shape)} to {_fmt(out.shape)}, not one size-1 axis "
+                f"(GQA's repeat_kv): it stays a copy"
+            )
+        return None
+    perm = list(op.attrs.get("perm") or reversed(range(rank)))
+    inner = perm[-1:] if edge.pattern.direction == CONSUMER else perm[-2:]
+    if rank - 1 not in inner:
+        return (
+            f"{g.label(op.id)} has perm {perm}: the head dimension (last axis) leaves the innermost axes, "
+            f"so the attention kernel cannot read it in place; it stays a layout copy"
+        )
+    return None
+
+
 CHECKS = MappingProxyType(
     {
         "sole_consumer": _check_sole_consumer,
@@ -399,6 +436,8 @@ CHECKS = MappingProxyType(
         "gemm_2d": _check_gemm_2d,
         "swaps_last_two_axes": _check_swaps_last_two_axes,
         "dequantized_operands": _check_dequantized_operands,
+        "sole_reader": _check_sole_reader,
+        "strided_operand": _check_strided_operand,
     }
 )
 """Check kind → implementation ``(edge, args) -> reason | None``."""

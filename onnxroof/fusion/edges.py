@@ -2,7 +2,9 @@
 
 Anchors are visited in topological order; each absorbs its consumer (or a producer) while a pattern applies
 and its checks (:mod:`onnxroof.fusion.checks`) hold, so chains such as Conv → BN → Mul → Add → Relu form.
-Named patterns need DIRECT edges, as the runtimes' own matchers do. Afterwards, a node that a pattern would
+Named patterns need DIRECT edges, as the runtimes' own matchers do, except ``operand`` patterns, which
+absorb the producer of any member's input through views (a flash-attention kernel reads K through the
+Reshape after GQA's Expand). Afterwards, a node that a pattern would
 have absorbed but that follows no anchor (an orphan, e.g. a Relu after a Conv → Add) gets a miss saying why.
 """
 
@@ -12,7 +14,7 @@ from collections.abc import Sequence
 
 from onnxroof.fusion.checks import NOT_A_CANDIDATE, Edge, run_checks
 from onnxroof.fusion.graph import PassState, Unit
-from onnxroof.fusion.patterns import CONSUMER, EdgePattern
+from onnxroof.fusion.patterns import CONSUMER, OPERAND, EdgePattern
 
 
 def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
@@ -57,6 +59,8 @@ def _apply_edge(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
             return False
         state.merge(unit, joined, pattern.name, pattern.fold, pattern.produces, joined.out)
         return True
+    if pattern.direction == OPERAND:
+        return _apply_operand(pattern, unit, state)
     for t in g.ops[unit.anchor].inputs:
         if t is None or t.name not in g.producer:
             continue
@@ -71,6 +75,30 @@ def _apply_edge(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
             continue
         state.merge(unit, producer, pattern.name, pattern.fold, pattern.produces, unit.out)
         return True
+    return False
+
+
+def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
+    """Absorb the producer of any member's input, read through views (its output is the buffer they alias)."""
+    g = state.g
+    for node in list(unit.nodes):
+        entry = g.entries[node]
+        skip = entry.config_inputs if entry is not None else frozenset()
+        for i, t in enumerate(g.ops[node].inputs):
+            if t is None or i in skip:
+                continue
+            root = g.root(t.name)
+            producer = state.unit_of.get(g.producer.get(root, ""))
+            if producer is None or not _joinable(producer, unit, pattern) or producer.out != root:
+                continue
+            edge = Edge(pattern, unit, producer, root, state)
+            reason = run_checks(edge, pattern.checks)
+            if reason is not None:
+                if reason != NOT_A_CANDIDATE:
+                    state.miss(pattern.name, (unit.anchor, *producer.nodes), reason)
+                continue
+            state.merge(unit, producer, pattern.name, pattern.fold, pattern.produces, unit.out)
+            return True
     return False
 
 

@@ -18,9 +18,10 @@ Three kinds of pattern:
   type is ``produces``; every value inside it must feed only the pattern (its last value is the output).
 * :class:`EdgePattern` — an anchor kernel absorbs ONE neighbour: the consumer of its output (``consumer``:
   BatchNorm folding, a bias, a residual Add, an activation epilogue) or the producer of one of its inputs
-  (``producer``: a Transpose read as a transposed operand). Applied repeatedly, edge patterns build chains
-  such as Conv → BN → Mul → Add → Relu. ``produces`` renames the merged kernel (Conv + Relu → FusedConv) so
-  later patterns see what the runtime would see.
+  (``producer``: a Transpose read as a transposed operand) or (``operand``) the producer of any member's input
+  read through views (the K transpose and the GQA Expand a flash-attention kernel reads in place). Applied
+  repeatedly, edge patterns build chains such as Conv → BN → Mul → Add → Relu. ``produces`` renames the merged
+  kernel (Conv + Relu → FusedConv) so later patterns see what the runtime would see.
 * :class:`PointwisePattern` — chains of elementwise kernels (and decomposed activations) fused into one
   (GPU compilers' pointwise fusion).
 
@@ -44,6 +45,11 @@ Check kinds (``Check(kind, args)``; implemented by :data:`onnxroof.fusion.fuse.C
 * ``gemm_2d`` — the Gemm is 2-D (ORT rewrites an N-D MatMul+Add as Reshape→Gemm→Reshape, which hides the
   activation that follows);
 * ``swaps_last_two_axes`` — the joined Transpose only swaps its last two axes;
+* ``sole_reader`` — the joined producer's output (through views) is read by the anchor kernel alone and is not a
+  graph output;
+* ``strided_operand`` — the joined op is a view a flash-attention kernel reads (or writes) through strides: a
+  Transpose that keeps the head dimension (the last axis) among the two innermost axes (the last axis, for the
+  output's), or an Expand that repeats one size-1 axis only (GQA's repeat_kv: each KV head read once);
 * ``dequantized_operands(kernel, bias, same_type, constants)`` — every input of the anchor comes from a
   DequantizeLinear (a weight's folded at load time) of an 8-bit tensor (the input at index ``bias``: int32; all
   of one type when ``same_type``), and the joined QuantizeLinear writes input 0's type (ONNX Runtime's QDQ
@@ -164,6 +170,7 @@ Pattern = FunctionPattern | EdgePattern | PointwisePattern
 
 CONSUMER = "consumer"
 PRODUCER = "producer"
+OPERAND = "operand"
 
 # ------------------------------------------------------------------------------------ the template syntax
 
@@ -285,6 +292,28 @@ ORT_RMSNORM = FunctionPattern(
     "RMSNormalization",
     _variants(*(_ORT_RMS_STATS + norm + "\nnc? = Cast($n)\ny = Mul($nc, c)" for norm in _ORT_RMS_NORM)),
     "decomposed RMSNorm as ONNX Runtime's SimplifiedLayerNormFusion recognises it → SimplifiedLayerNormalization",
+)
+
+# The attention chain as eager exports write it: QKᵀ, a scale (Div or Mul by a constant), a mask (Add of a mask
+# tensor, or Where filling a constant), the Softmax (in float32 between Casts in float16 models), Optimum's NaN
+# guard (IsNaN + Where) and the product with V.
+_ATTENTION = """
+s = MatMul($q, $k)
+d? = Div($s, c) | Mul($s, c)
+m? = Add($d, $mask) | Where($cond, $d, c) | Where($cond, c, $d)
+f? = Cast($m)
+p = Softmax($f)
+n? = IsNaN($p)
+z? = Where($n, c, $p)
+h? = Cast($z)
+y = MatMul($h, $v)
+"""
+ATTENTION = FunctionPattern(
+    "attention",
+    "Attention",
+    _variants(_ATTENTION),
+    "MatMul QKᵀ → [scale] → [mask] → [Cast] → Softmax → [Cast] → MatMul V → one flash-attention kernel (the S×T "
+    "scores stay on chip)",
 )
 
 # ------------------------------------------------------------------------------------------- activations
@@ -479,6 +508,23 @@ SKIP_LAYERNORM_BIAS = EdgePattern(
     (_SOLE, check("bias_operand")),
     "the bias Add before a SkipLayerNormalization's residual Add joins it (its optional bias input)",
 )
+ATTENTION_OPERAND = EdgePattern(
+    "attention_operand",
+    frozenset({"Attention"}),
+    frozenset({"Transpose", "Expand"}),
+    OPERAND,
+    (check("sole_reader"), check("strided_operand")),
+    "a Transpose (head dimension kept innermost) or GQA's Expand (repeat_kv) before Q, K or V, read in place by the "
+    "flash-attention kernel (K/V once per KV head)",
+)
+ATTENTION_OUTPUT = EdgePattern(
+    "attention_output",
+    frozenset({"Attention"}),
+    frozenset({"Transpose"}),
+    CONSUMER,
+    (_SOLE, check("strided_operand")),
+    "the Transpose of the attention output back to [batch, seq, heads, head_dim], written so by the kernel",
+)
 #: A QDQ node unit's anchor → the quantized op ONNX Runtime runs for it, the anchor's bias input (int32; None:
 #: none) and whether all its quantized operands must share one type (elementwise ops) or not (uint8 activations
 #: with int8 weights are the usual convolution/GEMM pairing).
@@ -540,6 +586,7 @@ PATTERNS: tuple[Pattern, ...] = (
     HARDSWISH,
     LAYERNORM,
     RMSNORM,
+    ATTENTION,
     *QDQ_OPS,
     QDQ_INPUT,
     CONV_BN,
@@ -558,6 +605,8 @@ PATTERNS: tuple[Pattern, ...] = (
     SKIP_LAYERNORM,
     SKIP_RMSNORM,
     SKIP_LAYERNORM_BIAS,
+    ATTENTION_OPERAND,
+    ATTENTION_OUTPUT,
     POINTWISE,
 )
 PATTERNS_BY_NAME: Mapping[str, Pattern] = MappingProxyType({p.name: p for p in PATTERNS})
@@ -591,6 +640,7 @@ PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "hardswish",
             "layernorm",
             "rmsnorm",
+            "attention",
             "conv_bn",
             "conv_mul",
             "conv_add",
@@ -603,6 +653,8 @@ PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "skip_layernorm",
             "skip_rmsnorm",
             "skip_layernorm_bias",
+            "attention_operand",
+            "attention_output",
             *_QDQ_NAMES,
             "pointwise",
         ),
@@ -612,6 +664,7 @@ PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 __all__ = [
     "ACTIVATIONS",
     "CONSUMER",
+    "OPERAND",
     "ORT_CONV_ACTIVATIONS",
     "ORT_GEMM_ACTIVATIONS",
     "PATTERNS",
