@@ -770,9 +770,7 @@ def test_attention_is_refused_when_the_scores_escape():
 
 def test_attention_reads_grouped_kv_once_per_kv_head():
     kv = f"{_B},{_KV},{_S},{_D}"
-    expand = (
-        "[{n}u] {n}u = Unsqueeze({n}, two)\n[{n}e] {n}e = Expand({n}u, wide)\n[{n}r] {n}r = Reshape({n}e, heads)\n"
-    )
+    expand = "[{n}u] {n}u = Unsqueeze({n}, two)\n[{n}e] {n}e = Expand({n}u, wide)\n[{n}r] {n}r = Reshape({n}e, heads)\n"
     text = model(
         expand.format(n="k")
         + expand.format(n="v")

@@ -44,6 +44,9 @@ TRACKED = (
     "LayerNormalization",
     "SimplifiedLayerNormalization",
     "SkipLayerNormalization",
+    "Softmax",
+    "Attention",
+    "MultiHeadAttention",
 )
 #: What ORT turns a kernel into, by the outermost pattern applied (first match wins).
 MAKES = (
@@ -321,6 +324,15 @@ MICRO: dict[str, str] = {
         inputs=f"{S} x, float[2,64,16] x2",
         outputs="float[2,16,16] y",
         inits=SCALARS,
+    ),
+    # explicit attention: ORT's CPU provider folds Kᵀ and the scale into one FusedMatMul and keeps the mask Add,
+    # the Softmax and the product with V (no Attention/MultiHeadAttention from the raw chain)
+    "explicit attention": fn(
+        "kt = Transpose<perm=[0,1,3,2]>(k)\nqk = MatMul(q, kt)\nsc = Div(qk, k2)\nm = Add(sc, mask)\n"
+        "p = Softmax<axis=-1>(m)\ny = MatMul(p, v)",
+        inputs="float[1,4,16,8] q, float[1,4,16,8] k, float[1,1,16,16] mask, float[1,4,16,8] v",
+        outputs="float[1,4,16,8] y",
+        inits="float k2 = {2.8284271}",
     ),
 }
 

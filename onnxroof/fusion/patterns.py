@@ -69,7 +69,13 @@ Profiles map a target name to the patterns it performs (applied in :data:`PATTER
   decomposed RMSNorm → SimplifiedLayerNormalization (ORT's narrower matchers: ``ort_gelu``, ``ort_layernorm``,
   ``ort_rmsnorm``; e.g. a Reciprocal in the norm defeats them); (bias Add +) residual Add + LayerNorm →
   SkipLayerNormalization (3-D, same shapes); bias Add + Gelu → BiasGelu. Not fused: Conv → Add → Relu (the
-  residual is not absorbed on CPU), tanh-GELU (FastGelu is not a CPU fusion), generic elementwise chains. The
+  residual is not absorbed on CPU), tanh-GELU (FastGelu is not a CPU fusion), generic elementwise chains, and
+  explicit attention: ORT's AttentionFusion (onnxruntime/core/optimizer/attention_fusion.cc) matches only the
+  BERT subgraph rooted at a LayerNormalization with Q/K/V MatMul+Add and its mask path, never the raw chain, so
+  the CPU provider runs QKᵀ with its scale (and a Kᵀ transpose of the last two axes) as one FusedMatMul
+  (MatMulScaleFusion, onnxruntime/core/optimizer/matmul_scale_fusion.h; MatMulTransposeFusion), then the mask
+  Add, the Softmax and the product with V as separate kernels, the scores written and read in DRAM (checked:
+  onnxruntime 1.32 on samples/tiny_transformer.onnx and a small llama_shaped float32 decoder). The
   profile models float32 graphs: for float16, ORT's CPU provider runs many ops through Casts to float32 and
   several of these fusions (FusedMatMul, QuickGelu) do not fire.
   QDQ models (quantize_static's QuantFormat.QDQ): ORT's QDQSelectorActionTransformer turns each node unit
@@ -93,7 +99,17 @@ Profiles map a target name to the patterns it performs (applied in :data:`PATTER
   activation (GELU, SiLU ... included), transposed operands absorbed, decomposed norms/GELU/SiLU/HardSwish,
   residual Add + LayerNorm/RMSNorm, generic pointwise fusion of elementwise chains, and the QDQ kernels of
   ``ort-cpu`` (TensorRT's explicit quantization runs DQ → Conv/MatMul → Q as one int8 kernel; its fusion of
-  a residual Add or an activation between the Conv and the QuantizeLinear is not modelled).
+  a residual Add or an activation between the Conv and the QuantizeLinear is not modelled), and explicit
+  attention as one flash-attention kernel (``attention``: MatMul QKᵀ → [Div/Mul by a constant] → [Add of a mask,
+  or Where filling a constant] → [Cast] → Softmax → [IsNaN + Where] → [Cast] → MatMul V, every intermediate used
+  only inside; ``attention_operand``: a Transpose that keeps the head dimension innermost and GQA's Expand before
+  Q, K or V, read in place; ``attention_output``: the Transpose after it). Its bytes are what crosses its
+  boundary: Q, K and V read once (K and V at [batch, kv_heads, seq, head_dim], before the GQA expand, since a
+  grouped-query kernel reads each KV head once for its group of query heads), the mask read when it is a
+  tensor (a causal kernel computing it in place would not; the mask is a graph tensor here, so it is counted),
+  the output written; the S×T scores stay on chip. Its FLOPs are its members' sum (the softmax's exp included).
+  Not matched: a scale applied to Q and K before the product (PyTorch SDPA's export, Optimum: those Muls stay
+  elementwise kernels outside), the Softmax axis (not checked; exports use the last).
 """
 
 from __future__ import annotations
