@@ -86,8 +86,6 @@ def measure(name: str, config: dict, dtype: torch.dtype) -> dict:
             graph_ms = _median_ms(static.replay)
         except Exception as exc:  # a cache object that cannot be captured: say so, keep the eager figure
             graph_ms = f"not captured: {type(exc).__name__}: {exc}"[:200]
-    del model
-    torch.cuda.empty_cache()
     return {
         "model": name,
         "dtype": str(dtype).removeprefix("torch."),
@@ -110,6 +108,7 @@ def main() -> None:
     ):
         for dtype in dtypes:
             results["rows"].append(measure(name, config, dtype))
+            torch.cuda.empty_cache()  # the model of the last row is gone with its frame
             print(json.dumps(results["rows"][-1]))
     if args.out:
         with open(args.out, "w") as out:
