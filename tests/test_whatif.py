@@ -404,7 +404,7 @@ def test_onchip_bandwidth_needs_a_size(tmp_path: Path) -> None:
 def test_platforms_with_sparse_peaks_default_to_two_four() -> None:
     assert load_platform("a100").sparsity == "2:4"
     assert load_platform("xavier").sparsity == "none"
-    assert math.isclose(load_platform("a100").sparse_peak_flops["fp16"], 2 * load_platform("a100").peak("fp16"))
+    assert math.isclose(load_platform("a100").sparse_peak_flops["fp16"], 2 * load_platform("a100").peak_flops["fp16"])
 
 
 def test_the_roofline_plot_draws_the_onchip_roof(tmp_path: Path) -> None:

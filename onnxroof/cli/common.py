@@ -146,6 +146,13 @@ DensityFileOption = Annotated[
 CompressOption = Annotated[
     bool, typer.Option("--compress-mem", help="Sparse tensors are stored compressed: bytes scale with density.")
 ]
+PeakOption = Annotated[
+    bool,
+    typer.Option(
+        "--peak",
+        help="Draw the roofline from the datasheet peaks and bandwidth as given, not the sustained shares of them.",
+    ),
+]
 SkipOption = Annotated[
     bool,
     typer.Option("--skip-compute", help="Skip zero MACs as the platform can (2:4 structured, unstructured, none)."),
