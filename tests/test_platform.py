@@ -125,8 +125,23 @@ def test_xavier_sustained_roofs(precision: str) -> None:
 
 
 NVIDIA_GPUS = frozenset(
-    "a100 a100-80gb h100 h200 l4 t4 v100 rtx3080 rtx4090 gtx1080ti xavier agx-orin orin-nano orin-nano-super "
-    "jetson-nano".split()
+    [
+        "a100",
+        "a100-80gb",
+        "h100",
+        "h200",
+        "l4",
+        "t4",
+        "v100",
+        "rtx3080",
+        "rtx4090",
+        "gtx1080ti",
+        "xavier",
+        "agx-orin",
+        "orin-nano",
+        "orin-nano-super",
+        "jetson-nano",
+    ]
 )
 
 
