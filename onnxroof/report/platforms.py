@@ -98,11 +98,11 @@ def render_platforms_table(platforms: tuple[Platform, ...], console: Console) ->
 
 
 def _sustained_text(p: Platform) -> str:
-    """The ``[sustained]`` shares as percentages, ``"88/69%"`` (bandwidth / tensor peak; ``–`` where not given)."""
+    """The ``[sustained]`` shares as percentages, ``"88%/69%"`` (bandwidth / tensor peak; ``–`` where not given)."""
     if not p.sustained:
         return "–"
     shares = [p.sustained.get(key) for key in ("dram_bandwidth", "tensor")]
-    return "/".join("–" if s is None else f"{s:.0%}".rstrip("%") for s in shares) + "%"
+    return "/".join("–" if s is None else f"{s:.0%}" for s in shares)
 
 
 def _energy_per_op_text(p: Platform) -> str:
