@@ -103,9 +103,63 @@ def test_xavier_ridge_is_peak_over_bandwidth(precision: str) -> None:
     doc = _bundled_toml("xavier")
     peak_tflops = doc["peak_tflops"][precision]["value"]
     bw_gbps = doc["memory"]["dram_bandwidth_gbps"]["value"]
-    xavier = load_platform("xavier")
+    xavier = load_platform("xavier").with_peak_roofs()  # the pure datasheet roofline (--peak)
     assert xavier.peak(precision) == pytest.approx(peak_tflops * 1e12, rel=1e-12)
     assert xavier.ridge(precision) == pytest.approx(peak_tflops * 1e12 / (bw_gbps * 1e9), rel=1e-12)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_xavier_sustained_roofs(precision: str) -> None:
+    """By default the roofs are the [sustained] shares of the datasheet figures; tensor only for tensor precisions."""
+    doc = _bundled_toml("xavier")
+    peak = doc["peak_tflops"][precision]["value"] * 1e12
+    bandwidth = doc["memory"]["dram_bandwidth_gbps"]["value"] * 1e9
+    f_bw = doc["sustained"]["dram_bandwidth"]["value"]
+    f_tensor = doc["sustained"]["tensor"]["value"] if precision == "fp16" else 1.0  # fp32 runs on CUDA cores
+    xavier = load_platform("xavier")
+    assert xavier.peak_flops[precision] == pytest.approx(peak, rel=1e-12)  # the datasheet figures stay
+    assert xavier.dram_bandwidth == pytest.approx(bandwidth, rel=1e-12)
+    assert xavier.peak(precision) == pytest.approx(f_tensor * peak, rel=1e-12)
+    assert xavier.roof_bandwidth == pytest.approx(f_bw * bandwidth, rel=1e-12)
+    assert xavier.ridge(precision) == pytest.approx(f_tensor * peak / (f_bw * bandwidth), rel=1e-12)
+
+
+NVIDIA_GPUS = frozenset(
+    [
+        "a100",
+        "a100-80gb",
+        "h100",
+        "h200",
+        "l4",
+        "t4",
+        "v100",
+        "rtx3080",
+        "rtx4090",
+        "gtx1080ti",
+        "xavier",
+        "agx-orin",
+        "orin-nano",
+        "orin-nano-super",
+        "jetson-nano",
+    ]
+)
+
+
+def test_sustained_shares_are_sourced_and_not_on_measured_files(tmp_path) -> None:
+    for p in bundled_platforms():
+        for key in p.sustained:
+            assert p.sources[f"sustained.{key}"].strip(), f"{p.name}: sustained.{key}"
+        if p.name in NVIDIA_GPUS:
+            assert "dram_bandwidth" in p.sustained, f"{p.name}: a GPU platform without [sustained] dram_bandwidth"
+    measured = GOOD.replace('aliases = ["toy-alias"]', 'aliases = ["toy-alias"]\nmeasured = true')
+    path = _write(tmp_path, measured + '\n[sustained]\ndram_bandwidth = { value = 0.9, source = "x" }\n')
+    with pytest.raises(PlatformError, match="measured"):
+        load_platform(path)
+    path = _write(tmp_path, GOOD + '\n[sustained]\ntensor = { value = 1.2, source = "x" }\n')
+    with pytest.raises(PlatformError, match=r"sustained\.tensor.*\(0, 1\]"):
+        load_platform(path)
+    toy = load_platform(_write(tmp_path, GOOD + '\n[sustained]\ntensor = { value = 0.5, source = "x" }\n'))
+    assert (toy.peak("fp16"), toy.peak("fp32"), toy.roof_bandwidth) == (4e12, 2e12, 100e9)  # fp32: CUDA cores
 
 
 def test_units_are_converted_to_si(tmp_path: Path) -> None:
@@ -348,7 +402,7 @@ def test_bandwidth_for_picks_the_smallest_level_that_holds_the_working_set(tmp_p
     assert p.bandwidth_for(0.5e6) == (400e9, "L1")
     assert p.bandwidth_for(1e6) == (200e9, "L2")
     assert p.bandwidth_for(3e6) == (100e9, "dram")
-    assert load_platform("xavier").bandwidth_for(1.0) == (load_platform("xavier").dram_bandwidth, "dram")
+    assert load_platform("xavier").bandwidth_for(1.0) == (load_platform("xavier").roof_bandwidth, "dram")
 
 
 def test_datasheet_platforms_have_no_measured_extras() -> None:

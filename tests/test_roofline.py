@@ -21,7 +21,7 @@ XAVIER = load_platform("xavier")
 @given(st.floats(0, 1e13), st.floats(1, 1e11), st.sampled_from(["fp32", "fp16", "int8"]))
 def test_classify_formulas(flops: float, moved: float, precision: str) -> None:
     point = classify(Cost(flops=flops, bytes_read=moved / 2, bytes_written=moved / 2), XAVIER, precision)
-    peak, bandwidth = XAVIER.peak(precision), XAVIER.dram_bandwidth
+    peak, bandwidth = XAVIER.peak(precision), XAVIER.roof_bandwidth  # the sustained roofs: f · datasheet
     assert point.t_compute == pytest.approx(flops / peak)
     assert point.t_memory == pytest.approx(moved / bandwidth)
     assert point.latency == pytest.approx(max(flops / peak, moved / bandwidth) + XAVIER.launch_overhead_s)

@@ -404,7 +404,7 @@ def test_onchip_bandwidth_needs_a_size(tmp_path: Path) -> None:
 def test_platforms_with_sparse_peaks_default_to_two_four() -> None:
     assert load_platform("a100").sparsity == "2:4"
     assert load_platform("xavier").sparsity == "none"
-    assert math.isclose(load_platform("a100").sparse_peak_flops["fp16"], 2 * load_platform("a100").peak("fp16"))
+    assert math.isclose(load_platform("a100").sparse_peak_flops["fp16"], 2 * load_platform("a100").peak_flops["fp16"])
 
 
 def test_the_roofline_plot_draws_the_onchip_roof(tmp_path: Path) -> None:
@@ -438,3 +438,69 @@ def test_reports_show_the_array_utilization(tmp_path: Path) -> None:
     console = Console(width=140, record=True, color_system=None)
     render_console(onnxroof.analyze(model, "h100"), console)
     assert "PE util" not in console.export_text()
+
+
+# ------------------------------------------------------------------------------- sustained roofs and --peak
+
+SUSTAINED = (
+    '[sustained]\ndram_bandwidth = { value = 0.8, source = "test" }\ntensor = { value = 0.5, source = "test" }\n'
+)
+
+
+def test_sustained_roofs_by_default_and_the_datasheet_roofline_with_peak(tmp_path: Path) -> None:
+    """A memory-bound GEMM takes B / (f_bw · W); a compute-bound one F / (f_tensor · P); --peak gives B / W, F / P."""
+    platform = write_platform(tmp_path / "sus.toml", bandwidth_gbps=100, launch_us=1e-9, extra=SUSTAINED)
+    thin = gemm_model(tmp_path / "thin.onnx", 1, 256, 256)  # intensity < 1: memory-bound
+    fat = gemm_model(tmp_path / "fat.onnx", 2048, 2048, 2048)
+    for model, seconds_of in (
+        (thin, lambda t, f, w, p: t.fused.bytes / w),
+        (fat, lambda t, f, w, p: t.flops / p),
+    ):
+        sustained = onnxroof.analyze(model, platform)
+        datasheet = onnxroof.analyze(model, platform, whatif=WhatIf(peak=True))
+        assert onnxroof.analyze(model, platform, peak=True).totals.latency_s == datasheet.totals.latency_s
+        t = sustained.totals
+        assert t.latency_s == pytest.approx(seconds_of(t, t.flops, 0.8 * 100e9, 0.5 * 10e12), rel=1e-9)
+        assert datasheet.totals.latency_s == pytest.approx(seconds_of(t, t.flops, 100e9, 10e12), rel=1e-9)
+    from onnxroof.analysis.document import to_dict
+
+    doc = to_dict(sustained)
+    assert doc["platform"]["dram_bandwidth"] == 100e9  # the datasheet figure stays
+    assert doc["platform"]["sustained"]["dram_bandwidth"] == {"value": 0.8, "source": "test"}
+    assert doc["platform"]["sustained"]["applied"] is True
+    assert doc["platform"]["sustained"]["roofs"]["dram_bandwidth"] == pytest.approx(80e9)
+    assert to_dict(datasheet)["platform"]["sustained"]["applied"] is False
+
+
+def test_peak_option_on_the_cli(tmp_path: Path) -> None:
+    platform = write_platform(tmp_path / "sus.toml", bandwidth_gbps=100, launch_us=1e-9, extra=SUSTAINED)
+    model = gemm_model(tmp_path / "thin.onnx", 1, 256, 256)
+    runner = CliRunner()
+    latencies = []
+    for extra in ([], ["--peak"]):
+        result = runner.invoke(app, ["report", str(model), "-p", str(platform), "-f", "json", *extra])
+        assert result.exit_code == 0, result.output
+        latencies.append(json.loads(result.stdout)["totals"]["latency_s"])
+    assert latencies[0] == pytest.approx(latencies[1] / 0.8, rel=1e-9)
+    table = runner.invoke(app, ["report", str(model), "-p", str(platform)])
+    assert "Sustained BW" in table.output and "80% of 100 GB/s" in table.output
+
+
+def test_graph_capture_pays_the_launch_overhead_once_per_run(tmp_path: Path) -> None:
+    """tensorrt-llm = tensorrt's fusions + CUDA graph: Σ max(t_c, t_m) + t_launch instead of Σ (max + t_launch)."""
+    platform = write_platform(tmp_path / "launch.toml", launch_us=5)
+    model = conv_model(tmp_path / "conv.onnx", 8, 8, 1)
+    path = tmp_path / "two.onnx"
+    proto = onnx.load(model)
+    proto.graph.node.append(helper.make_node("Relu", ["Y"], ["Z"], name="relu"))
+    proto.graph.node.append(helper.make_node("Neg", ["Z"], ["Q"], name="neg"))
+    proto.graph.output[0].name = "Q"
+    onnx.save(proto, path)
+    eager = onnxroof.analyze(path, platform, fusion="tensorrt")
+    captured = onnxroof.analyze(path, platform, fusion="tensorrt-llm")
+    assert [k.node_ids for k in captured.kernels] == [k.node_ids for k in eager.kernels]  # same fusions
+    assert all(k.t_overhead_s == 0 for k in captured.kernels)
+    assert captured.totals.overhead_time_s == pytest.approx(5e-6)
+    assert eager.totals.overhead_time_s == pytest.approx(5e-6 * len(eager.kernels))
+    saved = 5e-6 * (len(eager.kernels) - 1)
+    assert captured.totals.latency_s == pytest.approx(eager.totals.latency_s - saved, rel=1e-9)

@@ -41,6 +41,7 @@ from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import cost_node
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.fusion.fuse import Miss
+from onnxroof.fusion.patterns import graph_captured
 from onnxroof.load.reader import load_model
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
@@ -157,6 +158,7 @@ def analyze(
     compress_mem: bool = False,
     skip_compute: bool = False,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    peak: bool = False,
 ) -> Analysis:
     """Cost every node of ``model`` and place it on ``platform``'s roofline.
 
@@ -169,12 +171,18 @@ def analyze(
     :class:`~onnxroof.analysis.whatif.WhatIf` (precision, densities, per-layer densities, compress_mem,
     skip_compute: FRAME's sparsity knobs, :mod:`onnxroof.analysis.whatif`); the same knobs may instead be given
     as keywords (``precision``, ``densities={"weight": 0.5}`` with kinds weight/input/output,
-    ``layer_densities`` node name or id -> densities, ``compress_mem``, ``skip_compute``), not both.
+    ``layer_densities`` node name or id -> densities, ``compress_mem``, ``skip_compute``), not both; only
+    ``precision`` may come beside a ``whatif`` that gives none. ``peak=True`` draws the roofline from the
+    datasheet figures as given instead of the platform's ``[sustained]`` shares of them.
     """
-    legacy = WhatIf.of(precision, densities, layer_densities, compress_mem, skip_compute)
-    if whatif is not None and legacy != WhatIf():
-        raise TypeError("analyze(): give the what-if knobs either as whatif=WhatIf(...) or as keywords, not both")
-    plan = whatif if whatif is not None else legacy
+    legacy = WhatIf.of(precision, densities, layer_densities, compress_mem, skip_compute, peak)
+    if whatif is not None:
+        rest = replace(legacy, precision=None, peak=False)
+        if rest != WhatIf() or (precision is not None and whatif.precision not in (None, precision)):
+            raise TypeError("analyze(): give the what-if knobs either as whatif=WhatIf(...) or as keywords, not both")
+        plan = replace(whatif, precision=whatif.precision or precision, peak=whatif.peak or peak)
+    else:
+        plan = legacy
     with _gc_paused():
         return _analyze(model, platform, dims, plan, strict, fusion, shapes)
 
@@ -205,6 +213,7 @@ def _analyze(
     shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Analysis:
     target = platform if isinstance(platform, Platform) else load_platform(platform)
+    target = target.with_peak_roofs(plan.peak)  # sustained roofs unless --peak
     precision = plan.precision
     if precision is not None:
         target.peak(precision)  # raises PlatformError naming what the platform has
@@ -216,6 +225,8 @@ def _analyze(
     loaded = replace(loaded, value_types=MappingProxyType({}))  # the IR holds the shapes: free ~170 B a tensor
     warnings = list(loaded.warnings) + whatif_warnings(plan, target)
 
+    profile = fusion or target.fusion_profile
+    captured = graph_captured(profile)  # launch overhead once per run, not per kernel
     results: list[NodeResult] = []
     node_costs: list[NodeCost] = []
     fallbacks: Counter[tuple[str, str]] = Counter()
@@ -239,7 +250,7 @@ def _analyze(
             target,
             used,
             runs=state == NodeState.COSTED,
-            launches=node_cost.launches,
+            launches=0 if captured else node_cost.launches,
             op_class=op_class(op.op_type, op.domain, op.attrs, channels_of(op)),
             utilization=array_utilization(target, (op,)),
         )
@@ -276,7 +287,6 @@ def _analyze(
     if strict:
         _raise_if_incomplete(results, unsupported)
 
-    profile = fusion or target.fusion_profile
     weights = _distinct_weights(node_costs)
     peak = peak_activation_memory(ir)
     cold = cold_weight_bytes(
@@ -285,7 +295,9 @@ def _analyze(
     kernels, misses = build_kernels(ir, results, node_costs, profile, target, cold)
     running = [r for r in results if r.state == NodeState.COSTED]
     states = {state: sum(1 for r in results if r.state == state) for state in NodeState}
-    totals = build_totals(results, running, states, weights, peak, kernels, target)
+    totals = build_totals(
+        results, running, states, weights, peak, kernels, target, graph_launch_s=target.launch_overhead_s * captured
+    )
     summary = _model_summary(loaded, ir)
     return Analysis(
         model=summary,

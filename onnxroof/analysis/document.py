@@ -95,6 +95,22 @@ def platform_fields(p: Platform) -> dict[str, Any]:
         },
         "energy_per_op_j": dict(p.energy_per_op),
         "energy_per_byte_j": dict(p.energy_per_byte),
+        **({"sustained": sustained_fields(p)} if p.sustained else {}),
+    }
+
+
+def sustained_fields(p: Platform) -> dict[str, Any]:
+    """The ``[sustained]`` shares with their sources, whether the roofline applied them (not with ``--peak``),
+    and the roofs it used: ``dram_bandwidth`` (B/s) and ``peak_flops`` per precision (FLOP/s)."""
+    return {
+        **{
+            key: {"value": value, "source": p.sources.get(f"sustained.{key}", "")} for key, value in p.sustained.items()
+        },
+        "applied": not p.peak_roofs,
+        "roofs": {
+            "dram_bandwidth": p.roof_bandwidth,
+            "peak_flops": {precision: p.peak(precision) for precision in p.precisions()},
+        },
     }
 
 

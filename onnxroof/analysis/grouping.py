@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from onnxroof.core.ir import ModelIR
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.fusion.fuse import Kernel, Miss, fuse
-from onnxroof.fusion.patterns import QDQ_PATTERNS
+from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import kernel_op_class, resolve_precision
 from onnxroof.roofline.kernels import KernelResult, place_kernel
@@ -34,6 +34,7 @@ def build_kernels(
     result_of = {r.id: r for r in results}
     op_of = {op.id: op for op in ir.ops}
     fusion = fuse(ir, costs, profile)
+    captured = graph_captured(profile)  # one graph launch per run, counted in the totals
     kernels = tuple(
         place_kernel(
             kernel.id,
@@ -46,7 +47,7 @@ def build_kernels(
             folded=kernel.folded_nodes,
             platform=platform,
             precision=kernel_precision(kernel, result_of[kernel.node_ids[0]], platform),
-            launches=costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
+            launches=0 if captured else costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
             op_class=_kernel_class(kernel, op_of),
             cold_bytes=kernel.cost.params * cold_per_param,
             utilization=array_utilization(platform, [op_of[n] for n in kernel.node_ids]),

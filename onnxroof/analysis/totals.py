@@ -69,9 +69,12 @@ def build_totals(
     peak: PeakMemory,
     kernels: tuple[KernelResult, ...],
     platform: Platform,
+    graph_launch_s: float = 0.0,
 ) -> Totals:
     """The model's totals: ``results`` every node, ``running`` the costed ones, ``states`` nodes per state,
-    ``weights`` the distinct weights (elements, bytes), ``kernels`` the fused kernels."""
+    ``weights`` the distinct weights (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: the
+    one launch of a graph-captured run (:data:`onnxroof.fusion.patterns.GRAPH_CAPTURE`), added once to the
+    latency and the overhead time (its kernels carry none)."""
     fused = fused_bounds(kernels)
     layout = [k for k in kernels if k.layout]
     return Totals(
@@ -81,10 +84,10 @@ def build_totals(
         weight_bytes=float(sum(nbytes for _, nbytes in weights.values())),
         bytes_read=sum(r.bytes_read for r in running),
         bytes_written=sum(r.bytes_written for r in running),
-        latency_s=fused.latency_s,
+        latency_s=fused.latency_s + graph_launch_s,
         compute_time_s=sum(k.t_compute_s for k in kernels),
         memory_time_s=sum(k.t_memory_s for k in kernels),
-        overhead_time_s=sum(k.t_overhead_s for k in kernels),
+        overhead_time_s=sum(k.t_overhead_s for k in kernels) + graph_launch_s,
         memory_bound_share=memory_bound_share(kernels),
         peak_activation_bytes=peak.bytes,
         peak_activation_node=peak.node_id,

@@ -97,6 +97,9 @@ class WhatIf:
     """Per-layer densities, keyed by node name or node id."""
     compress_mem: bool = False
     skip_compute: bool = False
+    peak: bool = False
+    """Draw the roofline from the datasheet figures as given (``--peak``) rather than the platform's
+    ``[sustained]`` shares of them (:mod:`onnxroof.platform.model`)."""
 
     @classmethod
     def of(
@@ -106,6 +109,7 @@ class WhatIf:
         layer_densities: Mapping[str, Mapping[str, float]] | None = None,
         compress_mem: bool = False,
         skip_compute: bool = False,
+        peak: bool = False,
     ) -> WhatIf:
         """The knobs from plain keywords (``densities={"weight": 0.5}``, ``layer_densities={node: {...}}``)."""
         return cls(
@@ -114,6 +118,7 @@ class WhatIf:
             layers=MappingProxyType({k: Densities(**v) for k, v in (layer_densities or {}).items()}),
             compress_mem=compress_mem,
             skip_compute=skip_compute,
+            peak=peak,
         )
 
     @property
@@ -127,6 +132,7 @@ class WhatIf:
             "layer_densities": {name: d.to_dict() for name, d in sorted(self.layers.items())},
             "compress_mem": self.compress_mem,
             "skip_compute": self.skip_compute,
+            **({"peak": True} if self.peak else {}),
         }
 
 
@@ -189,9 +195,10 @@ def whatif_options(
     compress_mem: bool,
     skip_compute: bool,
     precision: str | None = None,
+    peak: bool = False,
 ) -> WhatIf:
     """The :class:`WhatIf` of the CLI's what-if options (``--density``, ``--density-file``, ``--compress-mem``,
-    ``--skip-compute``, and ``--precision`` where one precision applies to the whole run)."""
+    ``--skip-compute``, ``--peak``, and ``--precision`` where one precision applies to the whole run)."""
     layers = load_layer_densities(density_file) if density_file is not None else {}
     return WhatIf(
         precision=precision,
@@ -199,6 +206,7 @@ def whatif_options(
         layers=MappingProxyType(dict(layers)),
         compress_mem=compress_mem,
         skip_compute=skip_compute,
+        peak=peak,
     )
 
 

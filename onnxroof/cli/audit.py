@@ -17,6 +17,7 @@ from onnxroof.cli.common import (
     DebugOption,
     DimOption,
     FusionOption,
+    PeakOption,
     ShapeOption,
     _errors,
     _fail,
@@ -48,6 +49,7 @@ def audit(
     shape: ShapeOption = None,
     precision: Annotated[str | None, typer.Option(help="Cost every node at this precision (fp16, int8...).")] = None,
     fusion: FusionOption = None,
+    peak: PeakOption = False,
     budget: Annotated[
         Path | None, typer.Option("--budget", "-b", help="A budget TOML file for every model.", show_default=False)
     ] = None,
@@ -95,6 +97,7 @@ def audit(
             precision=precision,
             fusion=fusion,
             budget=budget,
+            peak=peak,
         )
         engine = choose_engine(workers=workers or min(4, os.cpu_count() or 1), scheduler=scheduler, dask=True)
         try:

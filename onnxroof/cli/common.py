@@ -118,7 +118,11 @@ ShapeOption = Annotated[
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")]
 FusionOption = Annotated[
     str | None,
-    typer.Option("--fusion", help="Fusion profile: ort-cpu, tensorrt or none (default: the platform's)."),
+    typer.Option(
+        "--fusion",
+        help="Fusion profile: ort-cpu, tensorrt, tensorrt-llm (TensorRT + CUDA graphs: one launch per run) or "
+        "none (default: the platform's).",
+    ),
 ]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
 PrecisionOption = Annotated[
@@ -145,6 +149,13 @@ DensityFileOption = Annotated[
 ]
 CompressOption = Annotated[
     bool, typer.Option("--compress-mem", help="Sparse tensors are stored compressed: bytes scale with density.")
+]
+PeakOption = Annotated[
+    bool,
+    typer.Option(
+        "--peak",
+        help="Draw the roofline from the datasheet peaks and bandwidth as given, not the sustained shares of them.",
+    ),
 ]
 SkipOption = Annotated[
     bool,

@@ -20,6 +20,7 @@ from onnxroof.cli.common import (
     DimOption,
     FusionOption,
     OutputOption,
+    PeakOption,
     PeakPrecisionOption,
     PlatformOption,
     ShapeOption,
@@ -76,6 +77,7 @@ def check(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    peak: PeakOption = False,
     max_latency: Annotated[str | None, _limit_option("Predicted latency, e.g. 15ms, 800us.", "TIME")] = None,
     max_flops: Annotated[str | None, _limit_option("FLOPs, e.g. 5G.", "COUNT")] = None,
     max_params: Annotated[str | None, _limit_option("Parameters, e.g. 25M.", "COUNT")] = None,
@@ -168,7 +170,9 @@ def check(
             allow=allow_finding or (),
             ignore=ignore_finding or (),
         )
-        settings = CheckSettings(platform, parse_dim_bindings(dim or []), precision, fusion, shape_options(shape))
+        settings = CheckSettings(
+            platform, parse_dim_bindings(dim or []), precision, fusion, shape_options(shape), peak=peak
+        )
         with progress_bar("checking") as progress:
             engine = choose_engine(workers=jobs, scheduler=scheduler)
             checks = check_models(

@@ -20,6 +20,7 @@ from onnxroof.cli.common import (
     DimOption,
     FusionOption,
     OutputOption,
+    PeakOption,
     PeakPrecisionOption,
     PlatformOption,
     ShapeOption,
@@ -69,6 +70,7 @@ def _analyze(
     precision: str | None,
     fusion: str | None,
     shape: list[str] | None = None,
+    peak: bool = False,
 ):
     """One analysis per platform; their warnings on stderr, each once."""
     from onnxroof.analysis.analyze import analyze
@@ -78,7 +80,8 @@ def _analyze(
     dims = parse_dim_bindings(dim or [])
     shapes = shape_options(shape)
     analyses = [
-        analyze(model, platform=p, dims=dims, shapes=shapes, precision=precision, fusion=fusion) for p in platforms
+        analyze(model, platform=p, dims=dims, shapes=shapes, precision=precision, fusion=fusion, peak=peak)
+        for p in platforms
     ]
     warnings = tuple(dict.fromkeys(w for a in analyses for w in a.warnings))
     render_warnings(warnings, Console(stderr=True, highlight=False))
@@ -96,6 +99,7 @@ def plot(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    peak: PeakOption = False,
     title: Annotated[str | None, typer.Option(help="Chart title (default: the model and platform).")] = None,
     kind: Annotated[
         PlotKind,
@@ -119,10 +123,10 @@ def plot(
 
             if len(chosen) > 1:
                 raise OnnxroofError("--kind floorline draws one platform: give one --platform")
-            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape)
+            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak)
             write_atomically(output, render_floorline(analysis, fmt, title))
             return
-        analyses = _analyze(model, chosen, dim, precision, fusion, shape)
+        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak)
         write_atomically(output, render_plot(analyses, fmt, title))
 
 

@@ -18,6 +18,7 @@ from onnxroof.cli.common import (
     DimOption,
     FusionOption,
     OutputOption,
+    PeakOption,
     PlatformOption,
     PrecisionOption,
     ReportFormat,
@@ -63,6 +64,7 @@ def llm(
     ] = None,
     precision: PrecisionOption = None,
     fusion: FusionOption = None,
+    peak: PeakOption = False,
     output_format: Annotated[
         ReportFormat | None, typer.Option("--format", "-f", help="table, json, csv or html (default: from -o).")
     ] = None,
@@ -70,6 +72,7 @@ def llm(
     debug: DebugOption = False,
 ) -> None:
     """Time to the first token, time per output token, tokens/s and the KV cache of a decoder on a platform."""
+    from onnxroof.analysis.whatif import WhatIf
     from onnxroof.load.dims import parse_dim_bindings
     from onnxroof.report.llm_view import render_llm_csv, render_llm_html, render_llm_json, render_llm_table
     from onnxroof.studies.llm import llm as run_llm
@@ -86,6 +89,7 @@ def llm(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
+            whatif=WhatIf(peak=True) if peak else None,
             kv_dims=parse_kv_dims(kv_dims),
         )
         renderers = {

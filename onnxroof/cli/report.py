@@ -18,6 +18,7 @@ from onnxroof.cli.common import (
     FusionOption,
     ListFormat,
     OutputOption,
+    PeakOption,
     PlatformOption,
     PrecisionOption,
     ReportFormat,
@@ -41,6 +42,7 @@ def report(
     density_file: DensityFileOption = None,
     compress_mem: CompressOption = False,
     skip_compute: SkipOption = False,
+    peak: PeakOption = False,
     output_format: Annotated[
         ReportFormat | None,
         typer.Option("--format", "-f", help="table (default), json or csv; default from -o's suffix."),
@@ -82,7 +84,7 @@ def report(
             shapes=shape_options(shape),
             strict=strict,
             fusion=fusion,
-            whatif=whatif_options(density, density_file, compress_mem, skip_compute, precision),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, precision, peak),
         )
         measured = load_overlay(profile, analysis) if profile is not None else None
         warnings = analysis.warnings + (measured.warnings if measured is not None else ())

@@ -22,6 +22,7 @@ from onnxroof.cli.common import (
     DensityOption,
     FusionOption,
     OutputOption,
+    PeakOption,
     PlatformOption,
     ShapeOption,
     SkipOption,
@@ -144,6 +145,7 @@ def sweep(
     density_file: DensityFileOption = None,
     compress_mem: CompressOption = False,
     skip_compute: SkipOption = False,
+    peak: PeakOption = False,
     fusion: FusionOption = None,
     output_format: FormatOption = None,
     output: OutputOption = None,
@@ -175,7 +177,7 @@ def sweep(
             precisions=precisions if len(precisions) > 1 else (),
             precision=precisions[0] if len(precisions) == 1 else None,
             fusion=fusion,
-            whatif=whatif_options(density, density_file, compress_mem, skip_compute),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak),
         )
 
     renderers = Renderers(render_sweep_chart, render_sweep_json, render_sweep_csv, render_sweep_table)
@@ -207,6 +209,7 @@ def compare(
     density_file: DensityFileOption = None,
     compress_mem: CompressOption = False,
     skip_compute: SkipOption = False,
+    peak: PeakOption = False,
     fusion: FusionOption = None,
     output_format: FormatOption = None,
     output: OutputOption = None,
@@ -235,7 +238,7 @@ def compare(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
-            whatif=whatif_options(density, density_file, compress_mem, skip_compute),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak),
         )
 
     renderers = Renderers(render_compare_chart, render_compare_json, render_compare_csv, render_compare_table)

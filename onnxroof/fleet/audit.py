@@ -44,6 +44,8 @@ class AuditOptions:
     budget: Path | None = None
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     """Whole-input shapes (``--shape``), applied to every model (one without that input gets an error row)."""
+    peak: bool = False
+    """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,8 @@ def _plan(
         settings = {"dims": dims, "precision": options.precision, "fusion": options.fusion}
         if shapes:  # only then: the cache keys of audits without shapes stay as they were
             settings["shapes"] = {k: list(v) for k, v in sorted(shapes.items())}
+        if options.peak:  # likewise
+            settings["peak"] = True
         for target in targets:
             base = _base(entry, identity.sha256, target, dims, options, version)
             key = result_key(identity.sha256, identity.external, version, target.hash, settings)
@@ -155,7 +159,9 @@ def _plan(
             plan.rows.append(None)
             if key not in plan.waiting:
                 plan.keys.append(key)
-                plan.tasks.append((entry.path, target.spec, dims, options.precision, options.fusion, shapes))
+                plan.tasks.append(
+                    (entry.path, target.spec, dims, options.precision, options.fusion, shapes, options.peak)
+                )
             plan.waiting.setdefault(key, []).append((len(plan.rows) - 1, base, target, budget))
     return plan
 

@@ -31,6 +31,7 @@ def analyze_task(
     precision: str | None,
     fusion: str | None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    peak: bool = False,
 ) -> dict[str, Any]:
     """Analyze ``path`` on ``platform`` with ``dims`` (and whole-input ``shapes``); the figures, or
     ``{"error", "error_kind"}``."""
@@ -46,7 +47,13 @@ def analyze_task(
         )
     try:
         analysis = analyze(
-            path, platform=platform, dims=dict(dims), shapes=dict(shapes or {}), precision=precision, fusion=fusion
+            path,
+            platform=platform,
+            dims=dict(dims),
+            shapes=dict(shapes or {}),
+            precision=precision,
+            fusion=fusion,
+            peak=peak,
         )
         doc = to_dict(analysis)
     except OnnxroofError as exc:

@@ -676,10 +676,28 @@ PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         ),
     }
 )
+PROFILES = MappingProxyType({**PROFILES, "tensorrt-llm": PROFILES["tensorrt"]})
+
+#: Profiles whose runtime replays the whole run as one captured CUDA graph.
+GRAPH_CAPTURE: frozenset[str] = frozenset({"tensorrt-llm"})
+"""Profiles that run graph-captured: TensorRT-LLM (and ONNX Runtime GenAI on CUDA) record a decode step's
+kernels once as a CUDA graph and replay it, so the host pays the launch overhead ``t_launch`` once per run
+(per decode step), not once per kernel: ``t = Σ max(t_compute, t_memory) + t_launch`` instead of
+``Σ (max(t_compute, t_memory) + t_launch)``. ``tensorrt-llm`` is a profile of its own rather than a
+``--graph-capture`` option because graph capture is a property of the runtime, like its fusions: the profile
+already names the runtime, and a platform file can name it as its default (``fusion_profile``). Its fusions
+are TensorRT's."""
+
+
+def graph_captured(profile: str) -> bool:
+    """True when ``profile``'s runtime launches a whole run as one captured graph (:data:`GRAPH_CAPTURE`)."""
+    return profile in GRAPH_CAPTURE
+
 
 __all__ = [
     "ACTIVATIONS",
     "CONSUMER",
+    "GRAPH_CAPTURE",
     "OPERAND",
     "ORT_CONV_ACTIVATIONS",
     "ORT_GEMM_ACTIVATIONS",
@@ -695,5 +713,6 @@ __all__ = [
     "PointwisePattern",
     "Step",
     "check",
+    "graph_captured",
     "parse_template",
 ]

@@ -166,6 +166,8 @@ class CheckSettings:
     fusion: str | None = None
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
     """Whole-input shapes (``--shape``), bound with ``dims``."""
+    peak: bool = False
+    """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,7 @@ def check_model(
             shapes=settings.shapes,
             precision=settings.precision,
             fusion=settings.fusion,
+            peak=settings.peak,
         )
         doc = to_dict(analysis)
         platform = analysis.platform

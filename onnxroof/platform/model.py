@@ -36,6 +36,18 @@ Any platform may also give the what-if figures (issue 7):
   given) and ``onchip`` (bytes served by the on-chip level or a measured cache level), pJ/B. Together they draw
   the floorline (:mod:`onnxroof.roofline.energy`).
 
+Datasheet platforms may give the share of their datasheet figures that real kernels sustain:
+
+* ``[sustained]``: ``dram_bandwidth`` and ``tensor``, each ``{ value = <0 < v ≤ 1>, source = "<text>" }``:
+  the share of the datasheet DRAM bandwidth a streaming kernel sustains (STREAM / nvbandwidth / BabelStream
+  style microbenchmarks), and the share of the datasheet dense peak a large GEMM sustains (cuBLAS / CUTLASS
+  efficiency). On ``kind = "gpu"`` the ``tensor`` share applies to the precisions that run on tensor / matrix
+  units, :data:`TENSOR_PRECISIONS` (tf32, fp16, bf16, fp8, int8, int4); fp32 and fp64 (CUDA cores) keep their
+  datasheet peak. On ``cpu`` and ``accelerator`` platforms it applies to every precision. By default the
+  roofline is drawn from the sustained roofs, ``W = f_bw · W_datasheet`` and ``P = f_tensor · P_datasheet``;
+  ``--peak`` (:attr:`onnxroof.analysis.whatif.WhatIf.peak`) draws it from the datasheet figures as given.
+  A measured platform (``measured = true``) has no ``[sustained]`` table: its roofs are measured already.
+
 Loading validates strictly: an unknown key, a missing required key, a figure without a source or with a
 value that is not a positive finite number, or a bad ``kind`` / ``fusion_profile`` raises
 :class:`~onnxroof.core.errors.PlatformError` with one line naming the file and the dotted key.
@@ -44,7 +56,7 @@ value that is not a positive finite number, or a bad ``kind`` / ``fusion_profile
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -58,7 +70,11 @@ PRECISION_FALLBACK: Mapping[str, str] = MappingProxyType(
 )
 """When a platform lacks a figure for a precision, the next one down this chain is used (and said)."""
 KINDS: tuple[str, ...] = ("gpu", "cpu", "accelerator")
-FUSION_PROFILES: tuple[str, ...] = ("tensorrt", "ort-cpu", "none")
+FUSION_PROFILES: tuple[str, ...] = ("tensorrt", "tensorrt-llm", "ort-cpu", "none")
+TENSOR_PRECISIONS: frozenset[str] = frozenset({"tf32", "fp16", "bf16", "fp8", "int8", "int4"})
+"""Precisions a GPU runs on tensor cores: the ones ``[sustained] tensor`` derates on ``kind = "gpu"``."""
+SUSTAINED_KEYS: tuple[str, ...] = ("dram_bandwidth", "tensor")
+"""Figures a ``[sustained]`` table may give, each a share in (0, 1] of the datasheet figure."""
 EFFICIENCY_CLASSES: tuple[str, ...] = (
     "matmul",
     "conv",
@@ -169,6 +185,41 @@ class Platform:
     """Precision to joules per operation (``[energy_pj_per_op]`` × 1e-12)."""
     energy_per_byte: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
     """Memory level (``dram``, ``onchip``) to joules per byte (``[energy_pj_per_byte]`` × 1e-12)."""
+    sustained: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
+    """``[sustained]`` shares of the datasheet figures (``dram_bandwidth``, ``tensor``), each in (0, 1]."""
+    peak_roofs: bool = False
+    """True: the roofline uses the datasheet figures as given (``--peak``), not the sustained shares."""
+
+    @property
+    def bandwidth_share(self) -> float:
+        """The share ``f_bw`` of the datasheet DRAM bandwidth the roofline uses (1 with ``--peak`` or none given)."""
+        return 1.0 if self.peak_roofs else self.sustained.get("dram_bandwidth", 1.0)
+
+    def compute_share(self, precision: str) -> float:
+        """The share ``f_tensor`` of the datasheet peak of ``precision`` the roofline uses: the ``[sustained]
+        tensor`` figure for :data:`TENSOR_PRECISIONS` on GPUs and for every precision elsewhere; else 1."""
+        if self.peak_roofs or (self.kind == "gpu" and precision not in TENSOR_PRECISIONS):
+            return 1.0
+        return self.sustained.get("tensor", 1.0)
+
+    @property
+    def roof_bandwidth(self) -> float:
+        """The DRAM roof, B/s: ``f_bw · dram_bandwidth`` (the datasheet figure with ``--peak``)."""
+        return self.dram_bandwidth * self.bandwidth_share
+
+    def datasheet_peak(self, precision: str) -> float:
+        """The datasheet dense peak of ``precision``, FLOP/s; :class:`PlatformError` if the platform has none."""
+        try:
+            return self.peak_flops[precision]
+        except KeyError:
+            raise PlatformError(
+                f"platform {self.name!r} has no peak for precision {precision!r}; "
+                f"it has: {', '.join(self.precisions())}"
+            ) from None
+
+    def with_peak_roofs(self, peak: bool = True) -> Platform:
+        """This platform with the roofline drawn from the datasheet figures (``peak``) or the sustained ones."""
+        return self if peak == self.peak_roofs else replace(self, peak_roofs=peak)
 
     @property
     def has_energy(self) -> bool:
@@ -180,18 +231,13 @@ class Platform:
         return tuple(p for p in PRECISIONS if p in self.peak_flops)
 
     def peak(self, precision: str) -> float:
-        """Dense peak for ``precision`` in FLOP/s; :class:`PlatformError` if the platform has none."""
-        try:
-            return self.peak_flops[precision]
-        except KeyError:
-            raise PlatformError(
-                f"platform {self.name!r} has no peak for precision {precision!r}; "
-                f"it has: {', '.join(self.precisions())}"
-            ) from None
+        """The compute roof for ``precision`` in FLOP/s: ``f_tensor · datasheet dense peak`` (see
+        :meth:`compute_share`); :class:`PlatformError` if the platform has no peak for it."""
+        return self.datasheet_peak(precision) * self.compute_share(precision)
 
     def ridge(self, precision: str) -> float:
-        """Ridge point (FLOP/byte) for ``precision``: dense peak ÷ DRAM bandwidth."""
-        return self.peak(precision) / self.dram_bandwidth
+        """Ridge point (FLOP/byte) for ``precision``: compute roof ÷ DRAM roof."""
+        return self.peak(precision) / self.roof_bandwidth
 
     def bandwidth_for(self, working_set: float) -> tuple[float, str]:
         """(bandwidth B/s, level name) for a kernel moving ``working_set`` bytes.
@@ -202,4 +248,4 @@ class Platform:
         for number, level in enumerate(self.cache_levels, start=1):
             if working_set <= level.size:
                 return level.bandwidth, level.name or f"L{number}"
-        return self.dram_bandwidth, "dram"
+        return self.roof_bandwidth, "dram"

@@ -21,6 +21,7 @@ from onnxroof.platform.model import (
     PRECISIONS,
     SCHEMA_VERSION,
     SPARSITY_KINDS,
+    SUSTAINED_KEYS,
     CacheLevel,
     PEArray,
     Platform,
@@ -47,6 +48,7 @@ _TOP_KEYS = frozenset(
         "array",
         "energy_pj_per_op",
         "energy_pj_per_byte",
+        "sustained",
     }
 )
 _TABLE_KEYS: dict[str, frozenset[str]] = {
@@ -59,6 +61,7 @@ _TABLE_KEYS: dict[str, frozenset[str]] = {
     "array": frozenset({"height", "width", "instances", "clock_ghz"}),
     "energy_pj_per_op": frozenset(PRECISIONS),
     "energy_pj_per_byte": frozenset(ENERGY_LEVELS),
+    "sustained": frozenset(SUSTAINED_KEYS),
 }
 _CACHE_LEVEL_KEYS = frozenset({"size_mb", "bandwidth_gbps", "source"})
 _FIGURE_KEYS = frozenset({"value", "source"})
@@ -83,6 +86,10 @@ def parse_platform(data: bytes, *, label: str, origin: str, stem: str | None) ->
     onchip = _onchip_level(figures["memory"], sources, reader)  # checked even when cache_levels are given
     cache_levels = cache_levels or onchip
     _check_required_figures(figures, reader)
+    if figures["sustained"] and header["measured"]:
+        raise reader.fail(
+            "sustained", "a measured platform (measured = true) has no [sustained] table: its roofs are measured"
+        )
     if measurement and not header["measured"]:
         raise reader.fail("measurement", "only a measured platform (measured = true) has a [measurement] table")
 
@@ -113,6 +120,7 @@ def parse_platform(data: bytes, *, label: str, origin: str, stem: str | None) ->
         sparsity=sparsity,
         energy_per_op=scaled(figures["energy_pj_per_op"], 1e-12),
         energy_per_byte=scaled(figures["energy_pj_per_byte"], 1e-12),
+        sustained=MappingProxyType(dict(figures["sustained"])),
     )
 
 
@@ -154,9 +162,10 @@ def _figure_tables(
                 continue
             reader.known(key, allowed, table, ["cache_levels"] if table == "memory" else [])
             figures[table][key], sources[f"{table}.{key}"] = _figure(fig, f"{table}.{key}", reader)
-    for key, value in figures["efficiency"].items():
-        if value > 1:
-            raise reader.fail(f"efficiency.{key}", f"value must lie in (0, 1], got {show_toml(value)}")
+    for table in ("efficiency", "sustained"):
+        for key, value in figures[table].items():
+            if value > 1:
+                raise reader.fail(f"{table}.{key}", f"value must lie in (0, 1], got {show_toml(value)}")
     return figures, sources, raw_levels
 
 

@@ -12,6 +12,7 @@ from rich.text import Text
 from onnxroof.analysis.analyze import Analysis
 from onnxroof.analysis.findings import Finding, find
 from onnxroof.core.units import joules, percent, seconds, si
+from onnxroof.platform.model import Platform
 from onnxroof.report.columns import Column, fit_columns, table_width
 
 
@@ -19,6 +20,21 @@ def _shape(shape: list | None) -> str:
     if shape is None:
         return "?"
     return "×".join("?" if d is None else str(d) for d in shape)
+
+
+def roofs_row(p: Platform, precision: str) -> tuple[str, str, str, str]:
+    """Which roofs the roofline used: the ``[sustained]`` share of the datasheet bandwidth and the compute roof of
+    ``precision`` with its share when below 1, e.g. ``("Sustained BW", "75% of 136 GB/s", "Peak (fp16)",
+    "9.04 TFLOP/s (80%)")``; with ``--peak``, the datasheet figures as given."""
+    if p.peak_roofs:
+        return ("Roofs", "datasheet (--peak)", f"Peak ({precision})", si(p.peak(precision), "FLOP/s"))
+    share = p.compute_share(precision)
+    return (
+        "Sustained BW",
+        f"{p.bandwidth_share:.0%} of {si(p.dram_bandwidth, 'B/s')}",
+        f"Peak ({precision})",
+        si(p.peak(precision), "FLOP/s") + (f" ({share:.0%})" if share < 1 else ""),
+    )
 
 
 def summary_table(analysis: Analysis) -> Table:
@@ -45,8 +61,10 @@ def summary_table(analysis: Analysis) -> Table:
             "Layout time",
             f"{seconds(t.layout_latency_s)} ({percent(t.layout_share)})",
         ),
-        ("Bandwidth", si(p.dram_bandwidth, "B/s"), f"Ridge ({shown})", f"{ridge:.3g} FLOP/B"),
+        ("Bandwidth", si(p.roof_bandwidth, "B/s"), f"Ridge ({shown})", f"{ridge:.3g} FLOP/B"),
     ]
+    if p.sustained:
+        rows.append(roofs_row(p, shown))
     if t.energy_j is not None:
         rows.append(("Energy / inference", joules(t.energy_j), "Energy-delay", f"{t.energy_delay_js:.3g} J·s"))
         rows.append(

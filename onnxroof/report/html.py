@@ -275,7 +275,8 @@ def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dic
     peaks = [
         {
             "precision": q,
-            "peak": p.peak_flops[q],
+            "peak": p.peak(q),
+            "datasheet": p.peak_flops[q],
             "ridge": p.ridge(q),
             "used": q in used,
             "source": p.sources.get(f"peak_tflops.{q}", ""),

@@ -13,7 +13,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from onnxroof.analysis.document import sustained_fields
 from onnxroof.core.units import percent, seconds, si
+from onnxroof.platform.model import Platform
 from onnxroof.report.charts import figure_bytes, frame, plain_text
 from onnxroof.report.data import csv_text, dumps_document
 from onnxroof.report.plot import figure as roofline_figure
@@ -58,6 +60,7 @@ def llm_dict(result: LLMResult) -> dict[str, Any]:
         "model": result.model,
         "platform": result.platform,
         "fusion_profile": result.fusion_profile,
+        **({"sustained": sustained_fields(roofs)} if (roofs := result.analyses[0].platform).sustained else {}),
         "precision": result.precision,
         "prompt": result.prompt,
         "generate": result.generate,
@@ -136,6 +139,19 @@ def memory_line(result: LLMResult) -> str:
     )
 
 
+def roofs_text(p: Platform) -> str:
+    """One line naming the roofs used when the platform has ``[sustained]`` shares (empty otherwise)."""
+    if not p.sustained:
+        return ""
+    if p.peak_roofs:
+        return f"roofs: datasheet (--peak): {si(p.dram_bandwidth, 'B/s')}"
+    tensor = p.sustained.get("tensor")
+    shares = f"{p.bandwidth_share:.0%} of {si(p.dram_bandwidth, 'B/s')}" + (
+        f", tensor peaks {tensor:.0%} of datasheet" if tensor is not None else ""
+    )
+    return f"roofs: sustained DRAM {si(p.roof_bandwidth, 'B/s')} ({shares}); --peak for the datasheet roofline"
+
+
 def render_llm_table(result: LLMResult, console: Console) -> None:
     """The headline figures, a row per analyzed step, the memory check."""
     c = result.cache
@@ -154,6 +170,9 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    roofs = roofs_text(result.analyses[0].platform)
+    if roofs:
+        console.print(roofs, markup=False, highlight=False, soft_wrap=True)
     console.print(
         f"KV cache: {c.layers} layers × {c.kv_heads} KV heads × {c.head_dim} head dim, {c.dtype}: "
         f"{si(c.bytes_per_token, 'B')}/token, {si(result.kv_cache_bytes, 'B')} after {result.prompt + result.generate} "

@@ -27,6 +27,7 @@ FIGURE_COLUMNS = (
     ("ridge\nfp32", 0),
     ("ridge\nfp16", 3),
     ("launch\nµs", 5),
+    ("sustained\nBW/tensor", 1),
     ("pJ/op", 7),
     ("pJ/B\nDRAM", 7),
     ("PE\narray", 8),
@@ -43,6 +44,7 @@ def platform_cells(p: Platform) -> tuple[str, ...]:
         si(p.dram_bandwidth),
         *ridges,
         f"{p.launch_overhead_s * 1e6:.3g}",
+        _sustained_text(p),
         _energy_per_op_text(p),
         f"{p.energy_per_byte['dram'] * 1e12:.3g}" if p.has_energy else "–",
         f"{p.array.height}×{p.array.width}×{p.array.instances}" if p.array else "–",
@@ -74,7 +76,7 @@ def render_platforms_table(platforms: tuple[Platform, ...], console: Console) ->
     rows = [platform_cells(p) for p in platforms]
     columns, title_width = _fit(platforms, rows, console.width)
     table = Table(
-        title="Bundled platforms (dense peaks; ridge = peak / DRAM bandwidth, FLOP/B)",
+        title="Bundled platforms (dense datasheet peaks; ridge from the sustained roofs, FLOP/B)",
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
@@ -93,6 +95,14 @@ def render_platforms_table(platforms: tuple[Platform, ...], console: Console) ->
         left_out.insert(0, "title")
     if left_out:
         console.print(f"Left out at this width: {', '.join(left_out)}. Widen the terminal or use --format json.")
+
+
+def _sustained_text(p: Platform) -> str:
+    """The ``[sustained]`` shares as percentages, ``"88%/69%"`` (bandwidth / tensor peak; ``–`` where not given)."""
+    if not p.sustained:
+        return "–"
+    shares = [p.sustained.get(key) for key in ("dram_bandwidth", "tensor")]
+    return "/".join("–" if s is None else f"{s:.0%}" for s in shares)
 
 
 def _energy_per_op_text(p: Platform) -> str:

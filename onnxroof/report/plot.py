@@ -131,10 +131,10 @@ def _roof(ax, platform, precision: str, colour: str, primary: bool, limits: Limi
     """The DRAM slope up to the ridge, then the flat ``precision`` peak; solid when ``primary``, else dashed."""
     xmin, xmax, ymin, _ = limits
     peak, ridge = platform.peak(precision), platform.ridge(precision)
-    start = max(xmin, ymin / platform.dram_bandwidth)
+    start = max(xmin, ymin / platform.roof_bandwidth)
     ax.plot(
         [start, ridge, xmax],
-        [start * platform.dram_bandwidth, peak, peak],
+        [start * platform.roof_bandwidth, peak, peak],
         color=colour,
         linewidth=2.0 if primary else 1.3,
         linestyle="-" if primary else "--",
@@ -200,7 +200,7 @@ def _platform_text(analysis: Analysis) -> str:
     head = f"{plain_text(p.title)}: {seconds(analysis.totals.latency_s)}"
     if not main:
         return head
-    return f"{head} ({main} {si(p.peak(main), 'FLOP/s')}, {si(p.dram_bandwidth, 'B/s')}, ridge {p.ridge(main):.3g})"
+    return f"{head} ({main} {si(p.peak(main), 'FLOP/s')}, {si(p.roof_bandwidth, 'B/s')}, ridge {p.ridge(main):.3g})"
 
 
 def _idle_note(ax, analysis: Analysis) -> None:

@@ -22,8 +22,10 @@ it computes in):
 * energy (platforms with energy figures, :mod:`onnxroof.roofline.energy`): ``F · E_op`` plus the DRAM bytes (the cold
   ones, and the hot ones when no cache level holds them) × ``E_dram`` and the cache-served bytes × ``E_onchip``.
 
+``P`` and ``W_dram`` are the platform's roofs (:meth:`Platform.peak`, :attr:`Platform.roof_bandwidth`): the
+datasheet figures times the ``[sustained]`` shares, or the datasheet figures as given with ``--peak``.
 Bundled datasheet platforms have neither cache levels nor efficiency figures, so for them ``W`` is the DRAM
-bandwidth and ``e = 1``: the plain roofline.
+roof and ``e = 1``: the plain roofline.
 """
 
 from __future__ import annotations
@@ -272,13 +274,13 @@ def classify(
         cold = min(max(cold_bytes, 0.0), moved)
         hot = moved - cold
         hot_bandwidth, level = platform.bandwidth_for(hot)
-        seconds = cold / platform.dram_bandwidth + hot / hot_bandwidth
+        seconds = cold / platform.roof_bandwidth + hot / hot_bandwidth
         bandwidth = moved / seconds if seconds > 0 else hot_bandwidth
         near = hot if level != "dram" else 0.0
         if cold > 0 and level != "dram":
             level = f"{level}+dram" if hot > 0 else "dram"
     else:
-        bandwidth, level = platform.dram_bandwidth, "dram"
+        bandwidth, level = platform.roof_bandwidth, "dram"
     efficiency = platform.efficiency.get(op_class, 1.0) if op_class is not None else 1.0
     ridge = peak / bandwidth
     intensity = cost.flops / moved if moved > 0 else (math.inf if cost.flops > 0 else 0.0)
