@@ -70,6 +70,7 @@ def predict(rows: list[dict], folder: Path) -> list[dict]:
                 generate=row["generate"],
                 batch=row["batch"],
                 precision=row["predict_precision"],
+                fusion=row.get("fusion"),  # the runtime's profile: graph-captured ones pay one launch per step
             )
         except Exception as exc:  # reported in the table, precisely
             row["failed"] = f"{type(exc).__name__}: {exc}"
