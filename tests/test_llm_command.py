@@ -182,6 +182,7 @@ def test_cli_html(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     page = out.read_text()
     assert page.count("<svg") >= 2 and "time per output token" in page and "<script" not in page
+    assert "roofs: sustained DRAM" in page  # the roofs used, as in every report
 
 
 def test_cli_bad_input_exits_2_with_one_line() -> None:

@@ -251,6 +251,7 @@ def render_llm_html(result: LLMResult) -> str:
         r=result,
         data=llm_dict(result),
         memory=memory_line(result),
+        roofs=roofs_text(prefill.platform),
         token_chart=Markup(_svg(token_time_figure(result))),
         roofline=Markup(_svg(roof)),
     )
