@@ -171,9 +171,10 @@ def shape_options(shape: list[str] | None) -> dict[str, tuple[int, ...]]:
 
 
 @contextlib.contextmanager
-def progress_bar(label: str) -> Iterator[Callable[[str, int, int], None]]:
+def progress_bar(label: str, *, paths: bool = True) -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar on a terminal's stderr (nothing when stderr is not a terminal), driven by the callback
-    it yields: ``(item name or path, items done, items in all)``."""
+    it yields: ``(item, items done, items in all)``. With ``paths`` the item is a file path, shown by its name;
+    otherwise it is shown as given (calibrate's "peak fp32 MatMul")."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True)
@@ -191,6 +192,6 @@ def progress_bar(label: str) -> Iterator[Callable[[str, int, int], None]]:
         bar = progress.add_task("", total=None)
 
         def advance(item: str, done: int, total: int) -> None:
-            progress.update(bar, completed=done, total=total, description=Path(item).name)
+            progress.update(bar, completed=done, total=total, description=Path(item).name if paths else item)
 
         yield advance

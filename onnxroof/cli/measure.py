@@ -28,6 +28,7 @@ from onnxroof.cli.common import (
     _emit,
     _errors,
     app,
+    progress_bar,
     shape_options,
 )
 from onnxroof.core.errors import OnnxroofError
@@ -56,8 +57,6 @@ def calibrate(
     debug: DebugOption = False,
 ) -> None:
     """Measure this host with onnxruntime micro-benchmarks and write a measured platform TOML."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from onnxroof.measure.calibrate.calibrator import calibrate as run_calibration
     from onnxroof.platform.lookup import load_platform
     from onnxroof.report.measure_view import render_calibration
@@ -66,21 +65,7 @@ def calibrate(
     with _errors(debug):
         if output is not None and output.is_dir():  # fail before a minute of measuring, not after
             raise OnnxroofError(f"{output}: is a folder; give a file name to write to")
-        bar = Progress(
-            TextColumn("[bold]calibrating"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=err,
-            transient=True,
-        )
-        with bar:
-            task = bar.add_task("", total=1)
-
-            def progress(what: str, done: int, total: int) -> None:
-                bar.update(task, total=total, completed=done, description=what)
-
+        with progress_bar("calibrating", paths=False) as progress:
             result = run_calibration(threads=threads, quick=quick, progress=progress, name=name)
         text = result.to_toml()
         if output is None:
