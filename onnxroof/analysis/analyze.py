@@ -35,7 +35,7 @@ from onnxroof.analysis.whatif import (
 from onnxroof.core.cost import merge_weights
 from onnxroof.core.errors import StrictError
 from onnxroof.core.index import GraphIndex, graph_index
-from onnxroof.core.ir import ModelIR, build_ir
+from onnxroof.core.ir import ModelIR, OpView, build_ir
 from onnxroof.core.states import NodeState, Role, RuleKind
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import cost_node
@@ -110,12 +110,22 @@ class Analysis:
     kernels: tuple[KernelResult, ...] = ()
     fusion_profile: str = "none"
     fusion_misses: tuple[Miss, ...] = ()
-    graph: nx.DiGraph = field(compare=False, repr=False, default=None)
+    ir: ModelIR | None = field(compare=False, repr=False, default=None)
+    """The model's IR (ops, tensors), None when there is none."""
     whatif: WhatIf = field(default_factory=WhatIf)
     """The what-if knobs the model was costed with (precision, densities, compress_mem, skip_compute)."""
 
     index: GraphIndex | None = field(compare=False, repr=False, default=None)
     """The IR's graph index (producers, consumers, view roots), None when there is no graph."""
+
+    @property
+    def graph(self) -> nx.DiGraph | None:
+        """The op DAG (:attr:`onnxroof.core.ir.ModelIR.graph`, built on first use), None without an IR."""
+        return self.ir.graph if self.ir is not None else None
+
+    def op(self, node_id: str) -> OpView | None:
+        """The node's :class:`~onnxroof.core.ir.OpView` (attributes, tensors), None without an IR or such a node."""
+        return self.ir.op(node_id) if self.ir is not None else None
 
     @functools.cached_property
     def kernel_by_node(self) -> Mapping[str, KernelResult]:
@@ -311,7 +321,7 @@ def _analyze(
         kernels=kernels,
         fusion_profile=profile,
         fusion_misses=misses,
-        graph=ir.graph,
+        ir=ir,
         whatif=plan,
         index=graph_index(ir),
     )

@@ -56,6 +56,7 @@ from onnxroof.analysis.catalog import (
     Rule,
 )
 from onnxroof.core.gemm import gemm_shape
+from onnxroof.core.ir import implicit_reads
 from onnxroof.core.states import Bound, NodeState, RuleKind
 from onnxroof.core.units import percent, seconds, si
 
@@ -91,17 +92,27 @@ class _Context:
         self.nodes: dict[str, NodeResult] = {n.id: n for n in analysis.nodes}
         self.kernel_of: Mapping[str, KernelResult] = analysis.kernel_by_node
         self.index = analysis.index
-        self.graph = analysis.graph
         self.graph_outputs = frozenset(name for name, _, _ in analysis.model.outputs)
+
+    def neighbours(self, node_id: str) -> list[str]:
+        """The nodes feeding ``node_id`` or reading its outputs (the DAG's edges either way), from the index."""
+        op = self.analysis.op(node_id)
+        if op is None or self.index is None:
+            return []
+        producer, consumers = self.index.producer, self.index.consumers
+        reads = [t.name for t in op.inputs if t is not None] + implicit_reads(op)
+        found = [producer[name] for name in reads if name in producer]
+        for t in op.outputs:
+            if t is not None:
+                found.extend(consumers.get(t.name, ()))
+        return found
 
     def share(self, seconds_: float) -> float:
         return seconds_ / self.total if self.total > 0 else 0.0
 
     def op(self, node_id: str):
         """The node's OpView (attributes, tensor names), or None without a graph."""
-        if self.graph is None or node_id not in self.graph:
-            return None
-        return self.graph.nodes[node_id].get("op")
+        return self.analysis.op(node_id)
 
     def producer(self, node_id: str, tensor: str) -> str | None:
         """The id of the node producing ``tensor`` for ``node_id``; None for graph inputs and weights."""
@@ -294,7 +305,7 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
 
 
 def _layout_chains(ctx: _Context) -> Iterable[Finding]:
-    if ctx.graph is None:
+    if ctx.analysis.ir is None:
         return
     rule = RULES["OR004"]
     movers = {
@@ -303,7 +314,7 @@ def _layout_chains(ctx: _Context) -> Iterable[Finding]:
         if n.kind in (RuleKind.LAYOUT, RuleKind.VIEW) and n.state in (NodeState.COSTED, NodeState.ZERO)
     }
     chains = []
-    for chain in _components(ctx.graph, movers):
+    for chain in _components(ctx, movers):
         if len(chain) < 2:
             continue
         kernels = {ctx.kernel_of[nid].id: ctx.kernel_of[nid] for nid in chain if nid in ctx.kernel_of}
@@ -332,7 +343,7 @@ def _layout_chains(ctx: _Context) -> Iterable[Finding]:
     )
 
 
-def _components(graph, members: set[str]) -> list[list[str]]:
+def _components(ctx: _Context, members: set[str]) -> list[list[str]]:
     """Connected groups of ``members`` (edges in either direction), each in topological (id-index) order."""
     seen: set[str] = set()
     groups = []
@@ -344,7 +355,7 @@ def _components(graph, members: set[str]) -> list[list[str]]:
         while stack:
             nid = stack.pop()
             group.append(nid)
-            for other in (*graph.predecessors(nid), *graph.successors(nid)):
+            for other in ctx.neighbours(nid):
                 if other in members and other not in seen:
                     seen.add(other)
                     stack.append(other)

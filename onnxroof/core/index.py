@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from onnxroof.core.ir import ModelIR
+from onnxroof.core.ir import ModelIR, implicit_reads
 from onnxroof.core.registry import lookup
 from onnxroof.core.states import RuleKind
 
@@ -78,13 +78,12 @@ def build_index(ir: ModelIR) -> GraphIndex:
             if source is not None and view is not None:
                 view_source[view.name] = source.name
                 view_children.setdefault(source.name, []).append(view.name)
-    for op in ir.ops:  # tensors read implicitly by If/Loop/Scan bodies
-        if op.subgraphs and ir.graph.has_node(op.id):
-            for _, _, data in ir.graph.in_edges(op.id, data=True):
-                for name in data.get("tensors", ()):
-                    users = consumers.setdefault(name, [])
-                    if op.id not in users:
-                        users.append(op.id)
+    for op in ir.ops:  # tensors read implicitly by If/Loop/Scan bodies (those some node produces)
+        if op.subgraphs:
+            for name in implicit_reads(op):
+                users = consumers.setdefault(name, []) if name in producer else None
+                if users is not None and op.id not in users:
+                    users.append(op.id)
     return GraphIndex(
         MappingProxyType(producer),
         MappingProxyType({k: tuple(v) for k, v in consumers.items()}),

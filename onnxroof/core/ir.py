@@ -130,11 +130,10 @@ class OpView:
 
 @dataclass(frozen=True)
 class ModelIR:
-    """The whole graph: ops in topological order, every tensor, the DAG."""
+    """The whole graph: ops in topological order, every tensor; the DAG (:attr:`graph`) on first use."""
 
     ops: tuple[OpView, ...]
     tensors: Mapping[str, TensorInfo]
-    graph: nx.DiGraph = field(compare=False, repr=False)
     graph_inputs: tuple[str, ...]
     graph_outputs: tuple[str, ...]
     opsets: Mapping[str, int] = field(default_factory=dict)
@@ -145,7 +144,60 @@ class ModelIR:
     (:func:`onnxroof.load.tied.tied_copies`); the copy holds no parameters of its own."""
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """Facts derived from the IR once, on first use, and kept with it: the graph index
-    (:func:`onnxroof.core.index.graph_index`: producers, consumers, view roots)."""
+    (:func:`onnxroof.core.index.graph_index`: producers, consumers, view roots), the DAG, ops by id."""
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The ``networkx.DiGraph`` of the ops, keyed by op id, each node's ``op`` attribute its :class:`OpView`;
+        an edge ``(producer, reader)`` is labelled ``tensors`` with the names it carries, in the order the
+        reader reads them (inputs, then what its If/Loop/Scan bodies read from this scope).
+
+        Built on first use and kept (a million-node graph costs ~1 KB a node in networkx; the analysis itself
+        needs only :meth:`op` and the graph index)."""
+        found = self.memo.get(_GRAPH_KEY)
+        if found is None:
+            found = self.memo[_GRAPH_KEY] = _dag(self.ops)
+        return found
+
+    def op(self, op_id: str) -> OpView | None:
+        """The op with id ``op_id`` (None when there is none); the lookup is built on first use."""
+        by_id = self.memo.get(_OPS_KEY)
+        if by_id is None:
+            by_id = self.memo[_OPS_KEY] = {op.id: op for op in self.ops}
+        return by_id.get(op_id)
+
+
+_GRAPH_KEY = "graph"
+_OPS_KEY = "ops_by_id"
+
+
+def implicit_reads(op: OpView) -> list[str]:
+    """Names ``op``'s If/Loop/Scan bodies read from the enclosing scope, body after body (a name two bodies
+    read appears twice, as a name two inputs read does)."""
+    return [name for sub in op.subgraphs.values() for name in subgraph_outer_inputs(sub)]
+
+
+def _dag(ops: Sequence[OpView]) -> nx.DiGraph:
+    """The DAG of ``ops`` (see :attr:`ModelIR.graph`); ``ops`` in topological order."""
+    dag = nx.DiGraph()
+    producer_id: dict[str, str] = {}
+    for op in ops:
+        dag.add_node(op.id, op=op)
+        consumed = [t.name for t in op.inputs if t is not None and t.name]
+        if op.subgraphs:
+            consumed.extend(implicit_reads(op))
+        for name in consumed:
+            src = producer_id.get(name)
+            if src is None:
+                continue
+            if dag.has_edge(src, op.id):
+                dag.edges[src, op.id]["tensors"].append(name)
+            else:
+                dag.add_edge(src, op.id, tensors=[name])
+        for t in op.outputs:
+            if t is not None:
+                producer_id[t.name] = op.id
+    return dag
 
 
 def normalize_domain(domain: str) -> str:
@@ -334,8 +386,6 @@ def build_graph_ir(
     nodes = list(graph.node)
     if order is None:
         order = topological_order(nodes)
-    dag = nx.DiGraph()
-    producer_id: dict[str, str] = {}
     ops: list[OpView] = []
     for index in order:
         node = nodes[index]
@@ -366,26 +416,11 @@ def build_graph_ir(
             subgraphs=_frozen(subgraphs),
         )
         ops.append(op)
-        dag.add_node(nid, op=op)
-        consumed = [n for n in node.input if n]
-        for sub in subgraphs.values():
-            consumed.extend(subgraph_outer_inputs(sub))
-        for name in consumed:
-            src = producer_id.get(name)
-            if src is not None:
-                if dag.has_edge(src, nid):
-                    dag.edges[src, nid]["tensors"].append(name)
-                else:
-                    dag.add_edge(src, nid, tensors=[name])
-        for name in node.output:
-            if name:
-                producer_id[name] = nid
 
     outputs = tuple(v.name for v in graph.output)
     return ModelIR(
         tuple(ops),
         MappingProxyType(tensors),
-        dag,
         tuple(graph_inputs),
         outputs,
         MappingProxyType(dict(opsets)),

@@ -79,7 +79,6 @@ def derived_roots(name: str, scope: ModelIR) -> tuple[TensorInfo, ...] | None:
     if name in memo:
         return memo[name]
     producer = graph_index(scope).producer
-    ops = scope.graph.nodes
 
     def sources(tensor: str) -> list[TensorInfo]:
         """The weights a tensor is computed from (none for a root: an initializer, a ``Constant``, a
@@ -87,8 +86,8 @@ def derived_roots(name: str, scope: ModelIR) -> tuple[TensorInfo, ...] | None:
         op_id = producer.get(tensor)
         if op_id is None:
             return []
-        op = ops[op_id]["op"]
-        if _is_constant_node(op):
+        op = scope.op(op_id)
+        if op is None or _is_constant_node(op):
             return []
         rule = lookup(op.domain, op.op_type)
         config = rule.config_inputs if rule is not None else frozenset()  # a Reshape's shape: not parameters

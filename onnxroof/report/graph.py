@@ -45,9 +45,7 @@ def _index(node_id: str) -> int:
 
 
 def _first_output(analysis: Analysis, node: NodeResult) -> str | None:
-    if analysis.graph is None or node.id not in analysis.graph:
-        return None
-    op = analysis.graph.nodes[node.id].get("op")
+    op = analysis.op(node.id)
     outputs = [t.name for t in (op.outputs if op else ()) if t is not None and t.name]
     return outputs[0] if outputs else None
 

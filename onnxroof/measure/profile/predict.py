@@ -60,9 +60,7 @@ def memory_level(platform: Platform, moved: float, cold: float) -> str:
 def kernel_figures(kernel: KernelResult, analysis, cold_per_param: float) -> KernelFigures:
     """The analysis' prediction for ``kernel`` (read, not recomputed) with the factors it used."""
     platform = analysis.platform
-    graph = analysis.graph
-    anchor = kernel.node_ids[0] if kernel.node_ids else None
-    op = graph.nodes[anchor].get("op") if graph is not None and anchor in graph else None
+    op = analysis.op(kernel.node_ids[0]) if kernel.node_ids else None
     if op is not None:
         cls = kernel_op_class(kernel.op_types, kernel.patterns, op.domain, op.attrs, channels_of(op))
     else:
