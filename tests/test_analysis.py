@@ -104,6 +104,17 @@ def test_control_flow_bodies_are_costed() -> None:
     assert analysis.totals.params == 8 * 16  # the weight read inside the branches counts once
 
 
+def test_bodies_reading_the_enclosing_scope_are_edges_of_the_lazily_built_graph() -> None:
+    analysis = onnxroof.analyze(onnx.parser.parse_model(CONTROL_FLOW))
+    ids = {n.op_type: n.id for n in analysis.nodes}
+    assert "graph" not in analysis.ir.memo  # the analysis needs no networkx graph: built only when asked for
+    assert analysis.graph.edges[ids["ConstantOfShape"], ids["If"]]["tensors"] == ["w", "w"]  # both branches read w
+    assert "graph" in analysis.ir.memo
+    assert ids["If"] in analysis.index.consumers["w"]
+    assert ids["If"] not in analysis.index.consumers["x"]  # a graph input: no producer, no edge
+    assert analysis.op(ids["If"]).op_type == "If" and analysis.op("99:nothing") is None
+
+
 def test_llama_shaped_decoder_with_gqa_and_rotary(tmp_path: Path) -> None:
     llama = _llama_module()
     config = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "intermediate": 176, "vocab": 100}
