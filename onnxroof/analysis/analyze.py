@@ -13,7 +13,7 @@ import gc
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -82,7 +82,10 @@ class _ShapeTexts:
 
 @dataclass(frozen=True, slots=True)
 class NodeResult(Placement):
-    """One node: what it is, what it costs, where it sits on the roofline."""
+    """One node: what it is, what it costs, where it sits on the roofline.
+
+    ``input_shapes`` and ``output_shapes`` hold one list per tensor (None: absent, or rank unknown); nodes of equal
+    shapes share these lists and tuples (a huge graph repeats few shapes), so treat them as read-only."""
 
     id: str
     name: str
@@ -106,6 +109,25 @@ class NodeResult(Placement):
         data["input_shapes"] = list(self.input_shapes)
         data["output_shapes"] = list(self.output_shapes)
         return data
+
+
+#: NodeResult's slots, in field order (:func:`_node_result`).
+_NODE_SLOTS = tuple(getattr(NodeResult, f.name) for f in fields(NodeResult))
+
+
+def _node_result(*values: Any) -> NodeResult:
+    """``NodeResult(*values)`` with every field given positionally, in field order (the five cost figures, the
+    point's :data:`~onnxroof.roofline.kernels.POINT_FIELDS`, then the node's own fields).
+
+    The generated ``__init__`` of a frozen dataclass sets each of the 32 fields through ``object.__setattr__``
+    (~4 µs a node, the largest share of the per-node loop on huge graphs); this sets the same slots through their
+    descriptors, half the time. The result is an ordinary ``NodeResult`` (equal, hashable, frozen); ``strict``
+    refuses a wrong count of values, and the tests compare it with the constructor.
+    """
+    result = object.__new__(NodeResult)
+    for slot, value in zip(_NODE_SLOTS, values, strict=True):
+        slot.__set__(result, value)
+    return result
 
 
 @dataclass(frozen=True)
@@ -351,26 +373,26 @@ def _cost_nodes(
             array_utilization(target, (op,)),
         )
         results.append(
-            NodeResult(
-                id=op.id,
-                name=op.name,
-                op_type=op.op_type,
-                domain=op.domain,
-                state=state,
-                kind=node_cost.kind,
-                dtype=dtype,
-                precision=used,
-                input_shapes=shapes(op.inputs),
-                output_shapes=shapes(op.outputs),
-                flops=cost.flops,
-                macs=cost.macs,
-                bytes_read=cost.bytes_read,
-                bytes_written=cost.bytes_written,
-                params=cost.params,
-                **point,
-                note=node_cost.note,
-                compute_density=density,
-                missing_tensor=node_cost.missing_tensor,
+            _node_result(
+                cost.flops,
+                cost.macs,
+                cost.bytes_read,
+                cost.bytes_written,
+                cost.params,
+                *point,
+                op.id,
+                op.name,
+                op.op_type,
+                op.domain,
+                state,
+                node_cost.kind,
+                dtype,
+                used,
+                shapes(op.inputs),
+                shapes(op.outputs),
+                node_cost.note,
+                density,
+                node_cost.missing_tensor,
             )
         )
     return results, node_costs, fallbacks

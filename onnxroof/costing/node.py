@@ -35,6 +35,25 @@ _NO_WEIGHTS: Mapping[str, tuple[float, float]] = MappingProxyType({})
 _VALUE_INPUTS = {"DequantizeLinear": frozenset({0})}
 
 
+_POOL_KEY = "costed_nodes"
+_POOL_SIZE = 4096
+#: The costs of nodes whose cost says nothing of the node itself, shared by every such node.
+_FOLDED = NodeCost(NodeState.FOLDED, "", Cost.zero(), "computed from constants at load time", 0, _NO_WEIGHTS)
+_NOT_FOLDED = NodeCost(
+    NodeState.UNSUPPORTED,
+    "",
+    Cost.zero(),
+    "no cost rule (its inputs are constant, but an unknown op is not folded)",
+    0,
+    _NO_WEIGHTS,
+)
+_MOVES_NOTHING = {
+    kind: NodeCost(NodeState.ZERO, kind, Cost.zero(), f"{kind}: moves no data", 0, _NO_WEIGHTS)
+    for kind in RuleKind
+    if kind.moves_nothing
+}
+
+
 def op_key(op: OpView) -> str:
     return f"{op.domain}::{op.op_type}" if op.domain else op.op_type
 
@@ -143,16 +162,15 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
     two ops read in different shapes (GenAI's tied int4 embedding and lm_head) counts once."""
     if _computed_at_load(op.outputs):
         if not is_known_op(op):  # nothing can evaluate it at load time: never silently zero
-            note = "no cost rule (its inputs are constant, but an unknown op is not folded)"
-            return NodeCost(NodeState.UNSUPPORTED, "", Cost.zero(), note, launches=0)
-        return NodeCost(NodeState.FOLDED, "", Cost.zero(), "computed from constants at load time", launches=0)
+            return _NOT_FOLDED
+        return _FOLDED
     if op.subgraphs and op.op_type in CONTROL_FLOW_OPS and op.op_type != "SequenceMap":
         return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph), root_graph)
     entry = lookup(op.domain, op.op_type)
     if entry is None:
         return _cost_function_body(op, scope, root_graph)
     if entry.kind.moves_nothing:
-        return NodeCost(NodeState.ZERO, entry.kind, Cost.zero(), f"{entry.kind}: moves no data", launches=0)
+        return _MOVES_NOTHING[entry.kind]
     try:
         cost, table = evaluate_with_weights(op, entry)
     except ShapeUnknown as missing:
@@ -163,7 +181,32 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
     params = float(sum(params for params, _ in weights.values())) if weights else 0.0
     if params != cost.params:
         cost = Cost(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, params)
+    if not weights:
+        return _costed(entry.kind, cost, scope)
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
+
+
+def _costed(kind: RuleKind, cost: Cost, scope: ModelIR) -> NodeCost:
+    """The costed :class:`NodeCost` of a node that reads no weight: one per distinct (kind, cost) in ``scope``, so
+    that the nodes of a model's repeated layers share one ``NodeCost`` and one ``Cost`` (~250 bytes a node kept
+    for the whole analysis) and skip building them. Only all-float figures are shared: an ``int`` figure equals a
+    ``float`` one, but the output shows the difference. At most :data:`_POOL_SIZE` are remembered (then afresh)."""
+    if not (
+        type(cost.flops) is float
+        and type(cost.macs) is float
+        and type(cost.bytes_read) is float
+        and type(cost.bytes_written) is float
+        and type(cost.params) is float
+    ):
+        return NodeCost(NodeState.COSTED, kind, cost, "", 1, _NO_WEIGHTS)
+    pool: dict[tuple[RuleKind, Cost], NodeCost] = scope.memo.setdefault(_POOL_KEY, {})
+    key = (kind, cost)
+    found = pool.get(key)
+    if found is None:
+        if len(pool) >= _POOL_SIZE:
+            pool.clear()
+        found = pool[key] = NodeCost(NodeState.COSTED, kind, cost, "", 1, _NO_WEIGHTS)
+    return found
 
 
 def _computed_at_load(outputs: tuple[TensorInfo | None, ...]) -> bool:

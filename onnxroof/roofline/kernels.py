@@ -14,7 +14,7 @@ left after fusion.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -132,24 +132,28 @@ def point_fields(point: RooflinePoint) -> dict[str, Any]:
     }
 
 
-PointFn = Callable[[Cost, str, bool, int, "str | None", float], Mapping[str, Any]]
+#: The names :func:`point_fields` gives, in order: :class:`Placement`'s fields after the five cost figures.
+POINT_FIELDS = tuple(f.name for f in fields(Placement))[5:]
+
+PointFn = Callable[[Cost, str, bool, int, "str | None", float], tuple[Any, ...]]
 
 
 def node_points(platform: Platform, limit: int = 4096) -> PointFn:
-    """``(cost, precision, runs, launches, op_class, utilization) -> point_fields(classify(...))`` for the nodes
-    of one model on ``platform``, each distinct set of figures classified once.
+    """``(cost, precision, runs, launches, op_class, utilization) -> point``: the values of
+    ``point_fields(classify(...))`` (names :data:`POINT_FIELDS`) for the nodes of one model on ``platform``, each
+    distinct set of figures classified once.
 
     A point depends on the cost only through its FLOPs and its bytes moved (:func:`classify`), and a model's
     nodes repeat few of them (a transformer's layers, a chain of elementwise ops): equal figures share one
-    mapping and its float objects, which saves the classification and the memory of the copies. Equal values of
+    tuple and its float objects, which saves the classification and the memory of the copies. Equal values of
     another type (an ``int`` FLOP count beside a ``float`` one) give the same point, as every figure of a point is
     computed in floating point. At most ``limit`` figure sets are remembered (then the memo starts afresh).
     """
-    memo: dict[tuple, Mapping[str, Any]] = {}
+    memo: dict[tuple, tuple[Any, ...]] = {}
 
     def place(
         cost: Cost, precision: str, runs: bool, launches: int, op_class: str | None, utilization: float
-    ) -> Mapping[str, Any]:
+    ) -> tuple[Any, ...]:
         key = (cost.flops, cost.bytes_read + cost.bytes_written, precision, runs, launches, op_class, utilization)
         found = memo.get(key)
         if found is None:
@@ -158,7 +162,7 @@ def node_points(platform: Platform, limit: int = 4096) -> PointFn:
             point = classify(
                 cost, platform, precision, runs=runs, launches=launches, op_class=op_class, utilization=utilization
             )
-            found = memo[key] = point_fields(point)
+            found = memo[key] = tuple(point_fields(point).values())
         return found
 
     return place
