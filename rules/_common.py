@@ -16,22 +16,14 @@ from onnxroof.core.ir import OpView, TensorInfo
 
 def nbytes(tensors: Iterable[TensorInfo | None]) -> float:
     """Σ bytes of the given tensors, skipping absent ones."""
-    total = 0
-    for t in tensors:  # plain loops here and below: these run for nearly every node of the model
-        if t is not None:
-            total += t.nbytes
-    return float(total)
+    return float(sum([t.nbytes for t in tensors if t is not None]))  # a list: cheaper than a generator
 
 
 def inputs_bytes(op: OpView, skip: Sequence[int] = ()) -> float:
     """Bytes of every present input except those at the indices in ``skip``."""
     if not skip:
         return nbytes(op.inputs)
-    total = 0
-    for i, t in enumerate(op.inputs):
-        if t is not None and i not in skip:
-            total += t.nbytes
-    return float(total)
+    return nbytes([t for i, t in enumerate(op.inputs) if i not in skip])
 
 
 def outputs_bytes(op: OpView) -> float:
