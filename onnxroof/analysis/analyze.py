@@ -121,8 +121,8 @@ def _node_result(*values: Any) -> NodeResult:
 
     The generated ``__init__`` of a frozen dataclass sets each of the 32 fields through ``object.__setattr__``
     (~4 µs a node, the largest share of the per-node loop on huge graphs); this sets the same slots through their
-    descriptors, half the time. The result is an ordinary ``NodeResult`` (equal, hashable, frozen); ``strict``
-    refuses a wrong count of values, and the tests compare it with the constructor.
+    descriptors, half the time. The result is an ordinary ``NodeResult`` (equal to the constructed one, frozen);
+    ``strict`` refuses a wrong count of values, and the tests compare it with the constructor.
     """
     result = object.__new__(NodeResult)
     for slot, value in zip(_NODE_SLOTS, values, strict=True):
