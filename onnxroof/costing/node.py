@@ -199,8 +199,8 @@ def _costed(kind: RuleKind, cost: Cost, scope: ModelIR) -> NodeCost:
         and type(cost.params) is float
     ):
         return NodeCost(NodeState.COSTED, kind, cost, "", 1, _NO_WEIGHTS)
-    pool: dict[tuple[RuleKind, Cost], NodeCost] = scope.memo.setdefault(_POOL_KEY, {})
-    key = (kind, cost)
+    pool: dict[tuple, NodeCost] = scope.memo.setdefault(_POOL_KEY, {})
+    key = (kind, cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, cost.params)  # compared in C
     found = pool.get(key)
     if found is None:
         if len(pool) >= _POOL_SIZE:
