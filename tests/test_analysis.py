@@ -195,3 +195,35 @@ def test_op_type_time_is_the_time_of_the_kernels_anchored_on_that_type() -> None
     # BatchNormalization is folded into its Conv: its FLOPs stay in the row, its time goes to Conv
     assert rows["BatchNormalization"].flops > 0 and rows["BatchNormalization"].latency_s == 0
     assert sum(r.latency_s for r in rows.values()) == pytest.approx(sum(k.latency_s for k in analysis.kernels))
+
+
+def test_node_results_built_from_slots_equal_the_constructor() -> None:
+    # the per-node loop fills NodeResult's slots directly (analyze._node_result): same value as the constructor
+    from dataclasses import fields
+
+    from onnxroof.analysis.analyze import NodeResult, _node_result
+    from onnxroof.roofline.classify import classify
+    from onnxroof.roofline.kernels import POINT_FIELDS, Placement, placed_fields
+
+    analysis = onnxroof.analyze(Path(__file__).parent.parent / "samples" / "tiny_cnn.onnx", dims={"batch": 1})
+    names = [f.name for f in fields(Placement)]
+    point = classify(onnxroof.Cost(flops=1.0, bytes_read=2.0), analysis.platform, "fp32")
+    assert list(POINT_FIELDS) == names[5:] and list(placed_fields(onnxroof.Cost(), point)) == names
+    for node in analysis.nodes:
+        values = {f.name: getattr(node, f.name) for f in fields(NodeResult)}
+        assert _node_result(*values.values()) == NodeResult(**values) == node
+    with pytest.raises(ValueError):
+        _node_result(*list(values.values())[:-1])
+
+
+def test_nodes_of_equal_costs_share_one_node_cost_but_int_figures_stay_ints() -> None:
+    from types import SimpleNamespace
+
+    from onnxroof.core.states import RuleKind
+    from onnxroof.costing.node import _costed
+
+    scope = SimpleNamespace(memo={})
+    floats = _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4.0), scope)
+    assert _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4.0), scope) is floats
+    ints = _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4), scope)
+    assert ints is not floats and type(ints.cost.flops) is int

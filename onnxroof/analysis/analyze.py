@@ -13,7 +13,7 @@ import gc
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -35,7 +35,7 @@ from onnxroof.analysis.whatif import (
 from onnxroof.core.cost import merge_weights
 from onnxroof.core.errors import StrictError
 from onnxroof.core.index import GraphIndex, graph_index
-from onnxroof.core.ir import ModelIR, OpView, build_ir
+from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_ir
 from onnxroof.core.states import NodeState, Role, RuleKind
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import cost_node
@@ -45,17 +45,47 @@ from onnxroof.fusion.patterns import graph_captured
 from onnxroof.load.reader import load_model
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import classify, op_class, precision_of, resolve_precision
-from onnxroof.roofline.kernels import KernelResult, Placement, placed_fields
+from onnxroof.roofline.classify import op_class, precision_of, resolve_precision
+from onnxroof.roofline.kernels import KernelResult, Placement, node_points
 
 
 def _shape_text(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
     return None if shape is None else list(shape)
 
 
+class _ShapeTexts:
+    """The shapes of a node's tensors as :attr:`NodeResult.input_shapes` gives them (a list per tensor, None for
+    an absent tensor or an unknown rank), equal shapes sharing one tuple and one list per analysis: a model's
+    nodes repeat few shapes, and a fresh list for every tensor of every node costs ~250 bytes a node."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._texts: dict[tuple, tuple[list[int | None] | None, ...]] = {}
+        self._lists: dict[tuple[int | None, ...], list[int | None]] = {}
+        self._limit = limit
+
+    def __call__(self, tensors: tuple[TensorInfo | None, ...]) -> tuple[list[int | None] | None, ...]:
+        key = tuple([None if t is None else t.shape for t in tensors])
+        found = self._texts.get(key)
+        if found is None:
+            if len(self._texts) >= self._limit:
+                self._texts.clear()
+                self._lists.clear()
+            found = self._texts[key] = tuple([None if shape is None else self._list(shape) for shape in key])
+        return found
+
+    def _list(self, shape: tuple[int | None, ...]) -> list[int | None]:
+        found = self._lists.get(shape)
+        if found is None:
+            found = self._lists[shape] = list(shape)
+        return found
+
+
 @dataclass(frozen=True, slots=True)
 class NodeResult(Placement):
-    """One node: what it is, what it costs, where it sits on the roofline."""
+    """One node: what it is, what it costs, where it sits on the roofline.
+
+    ``input_shapes`` and ``output_shapes`` hold one list per tensor (None: absent, or rank unknown); nodes of equal
+    shapes share these lists and tuples (a huge graph repeats few shapes), so treat them as read-only."""
 
     id: str
     name: str
@@ -79,6 +109,25 @@ class NodeResult(Placement):
         data["input_shapes"] = list(self.input_shapes)
         data["output_shapes"] = list(self.output_shapes)
         return data
+
+
+#: NodeResult's slots, in field order (:func:`_node_result`).
+_NODE_SLOTS = tuple(getattr(NodeResult, f.name) for f in fields(NodeResult))
+
+
+def _node_result(*values: Any) -> NodeResult:
+    """``NodeResult(*values)`` with every field given positionally, in field order (the five cost figures, the
+    point's :data:`~onnxroof.roofline.kernels.POINT_FIELDS`, then the node's own fields).
+
+    The generated ``__init__`` of a frozen dataclass sets each of the 32 fields through ``object.__setattr__``
+    (~4 µs a node, the largest share of the per-node loop on huge graphs); this sets the same slots through their
+    descriptors, half the time. The result is an ordinary ``NodeResult`` (equal to the constructed one, frozen);
+    ``strict`` refuses a wrong count of values, and the tests compare it with the constructor.
+    """
+    result = object.__new__(NodeResult)
+    for slot, value in zip(_NODE_SLOTS, values, strict=True):
+        slot.__set__(result, value)
+    return result
 
 
 @dataclass(frozen=True)
@@ -237,51 +286,7 @@ def _analyze(
 
     profile = fusion or target.fusion_profile
     captured = graph_captured(profile)  # launch overhead once per run, not per kernel
-    results: list[NodeResult] = []
-    node_costs: list[NodeCost] = []
-    fallbacks: Counter[tuple[str, str]] = Counter()
-    for op in ir.ops:
-        node_cost = cost_node(op, ir, loaded.model.graph)
-        wanted = precision or precision_of(op.dtype)
-        used = resolve_precision(target, wanted)
-        if used != wanted:
-            fallbacks[(wanted, used)] += 1
-        density = 1.0
-        if plan.skip_compute and node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0:
-            density = compute_density(
-                target.sparsity, used in target.sparse_peak_flops, *operand_densities(op.inputs, density_map)
-            )
-            if density < 1.0:
-                node_cost = replace(node_cost, cost=skip_zeros(node_cost.cost, density))
-        node_costs.append(node_cost)
-        state, kind, cost, note = node_cost.state, node_cost.kind, node_cost.cost, node_cost.note
-        point = classify(
-            cost,
-            target,
-            used,
-            runs=state == NodeState.COSTED,
-            launches=0 if captured else node_cost.launches,
-            op_class=op_class(op.op_type, op.domain, op.attrs, channels_of(op)),
-            utilization=array_utilization(target, (op,)),
-        )
-        results.append(
-            NodeResult(
-                id=op.id,
-                name=op.name,
-                op_type=op.op_type,
-                domain=op.domain,
-                state=state,
-                kind=kind,
-                dtype=op.dtype,
-                precision=used,
-                input_shapes=tuple(_shape_text(t.shape) if t else None for t in op.inputs),
-                output_shapes=tuple(_shape_text(t.shape) if t else None for t in op.outputs),
-                **placed_fields(cost, point),
-                note=note,
-                compute_density=density,
-                missing_tensor=node_cost.missing_tensor,
-            )
-        )
+    results, node_costs, fallbacks = _cost_nodes(ir, loaded.model.graph, target, plan, density_map, captured)
     for (wanted, used), count in sorted(fallbacks.items()):
         warnings.append(f"platform '{target.name}' has no {wanted} peak: {count} node(s) use its {used} peak")
     warnings += _shape_warnings(ir, results)
@@ -325,6 +330,82 @@ def _analyze(
         whatif=plan,
         index=graph_index(ir),
     )
+
+
+def _cost_nodes(
+    ir: ModelIR,
+    root_graph: onnx.GraphProto,
+    target: Platform,
+    plan: WhatIf,
+    density_map: Mapping[str, float],
+    captured: bool,
+) -> tuple[list[NodeResult], list[NodeCost], Counter[tuple[str, str]]]:
+    """Every node of ``ir`` costed and placed on ``target``'s roofline: the node results, their costs, and how
+    many nodes fell back from each wanted precision to the one the platform has."""
+    precision = plan.precision
+    results: list[NodeResult] = []
+    node_costs: list[NodeCost] = []
+    fallbacks: Counter[tuple[str, str]] = Counter()
+    place = node_points(target)
+    shapes = _ShapeTexts()
+    resolved: dict[str, str] = {}  # wanted precision -> the platform's
+    classes: dict[tuple[str, str], str] = {}  # (op_type, domain) -> efficiency class by type
+    for op in ir.ops:
+        node_cost = cost_node(op, ir, root_graph)
+        dtype = op.dtype
+        wanted = precision or precision_of(dtype)
+        used = resolved.get(wanted)
+        if used is None:
+            used = resolved[wanted] = resolve_precision(target, wanted)
+        if used != wanted:
+            fallbacks[(wanted, used)] += 1
+        density = 1.0
+        if plan.skip_compute and node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0:
+            density = compute_density(
+                target.sparsity, used in target.sparse_peak_flops, *operand_densities(op.inputs, density_map)
+            )
+            if density < 1.0:
+                node_cost = replace(node_cost, cost=skip_zeros(node_cost.cost, density))
+        node_costs.append(node_cost)
+        state, cost = node_cost.state, node_cost.cost
+        key = (op.op_type, op.domain)
+        cls = classes.get(key)
+        if cls is None:
+            cls = classes[key] = op_class(op.op_type, op.domain)
+        if cls == "conv":  # only a Conv's class depends on the node: depthwise (op_class)
+            cls = op_class(op.op_type, op.domain, op.attrs, channels_of(op))
+        point = place(
+            cost,
+            used,
+            state == NodeState.COSTED,
+            0 if captured else node_cost.launches,
+            cls,
+            array_utilization(target, (op,)),
+        )
+        results.append(
+            _node_result(
+                cost.flops,
+                cost.macs,
+                cost.bytes_read,
+                cost.bytes_written,
+                cost.params,
+                *point,
+                op.id,
+                op.name,
+                op.op_type,
+                op.domain,
+                state,
+                node_cost.kind,
+                dtype,
+                used,
+                shapes(op.inputs),
+                shapes(op.outputs),
+                node_cost.note,
+                density,
+                node_cost.missing_tensor,
+            )
+        )
+    return results, node_costs, fallbacks
 
 
 def _branch_warnings(ir: ModelIR, node_costs: list[NodeCost]) -> list[str]:

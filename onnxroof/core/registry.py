@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import CostError
@@ -110,7 +111,10 @@ def family_rule(family: str) -> Callable[..., Callable[[RuleFn], RuleFn]]:
 def lookup(domain: str, op_type: str) -> RuleEntry | None:
     """The rule registered for (domain, op_type), or None. Rules register when their family module is
     imported: import :mod:`onnxroof.rules` (as :mod:`onnxroof.costing.node` does) before looking up."""
-    return _RULES.get((normalize_domain(domain), op_type))
+    entry = _RULES.get((domain, op_type))  # the common case: the domain is already normalized
+    if entry is None and domain == "ai.onnx":
+        entry = _RULES.get((normalize_domain(domain), op_type))
+    return entry
 
 
 def all_rules() -> tuple[RuleEntry, ...]:
@@ -128,13 +132,17 @@ def weight_inputs(op: OpView, entry: RuleEntry) -> list:
     return [t for t in data_inputs(op, entry) if t.role == Role.WEIGHT]
 
 
+_NO_LOGICAL: Mapping[int, float] = MappingProxyType({})
+
+
 def weight_table(op: OpView, entry: RuleEntry) -> dict[str, tuple[float, float]]:
     """Weight name -> (parameters, stored bytes) of ``op``'s weight inputs: parameters are the logical elements
     the rule's ``params`` function gives for an input, else the stored elements (module docstring)."""
-    logical = entry.params(op) if entry.params is not None else {}
+    logical = entry.params(op) if entry.params is not None else _NO_LOGICAL
+    config = entry.config_inputs
     table: dict[str, tuple[float, float]] = {}
-    for i, t in enumerate(op.inputs):
-        if t is None or i in entry.config_inputs or t.role != Role.WEIGHT:
+    for i, t in enumerate(op.inputs):  # a plain loop: this runs for every node of the model
+        if t is None or t.role != Role.WEIGHT or i in config:
             continue
         table[t.name] = (float(logical.get(i, t.numel)), float(t.nbytes))
     return table
@@ -149,16 +157,25 @@ def evaluate(op: OpView, entry: RuleEntry) -> Cost:
     The one place every rule's figures pass through, so the one place their invariant is checked: every
     figure is ≥ 0 (:func:`check_cost`).
     """
+    return evaluate_with_weights(op, entry)[0]
+
+
+def evaluate_with_weights(op: OpView, entry: RuleEntry) -> tuple[Cost, dict[str, tuple[float, float]]]:
+    """:func:`evaluate`, and the :func:`weight_table` it counted the parameters from (computed once: the
+    analysis needs both for every node)."""
     cost = entry.fn(op)
-    params = float(sum(numel for numel, _ in weight_table(op, entry).values()))
+    table = weight_table(op, entry)
+    params = float(sum(numel for numel, _ in table.values())) if table else 0.0
     if params != cost.params:  # built directly: dataclasses.replace costs ~5 µs a node on large graphs
         cost = Cost(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, params)
-    return check_cost(op, cost)
+    return check_cost(op, cost), table
 
 
 def check_cost(op: OpView, cost: Cost) -> Cost:
     """``cost`` when every figure is ≥ 0; else :class:`~onnxroof.core.errors.CostError` naming the node, the
     figure and the shapes it was computed from (a negative dim, e.g. a dim bound below zero, is the usual cause)."""
+    if cost.flops >= 0 and cost.macs >= 0 and cost.bytes_read >= 0 and cost.bytes_written >= 0 and cost.params >= 0:
+        return cost  # the common case, without a loop of getattr per node (NaN fails these tests too)
     for name in ("flops", "macs", "bytes_read", "bytes_written", "params"):
         value = getattr(cost, name)
         if not value >= 0:  # NaN fails too

@@ -19,7 +19,7 @@ from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.index import graph_index
 from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView, TensorInfo
-from onnxroof.core.registry import RuleEntry, evaluate, lookup, weight_table
+from onnxroof.core.registry import RuleEntry, evaluate_with_weights, lookup, weight_table
 from onnxroof.core.states import NodeState, Role, RuleKind
 from onnxroof.costing.control_flow import NodeCost, cost_body, cost_control_flow
 from onnxroof.costing.function import expand_function
@@ -35,11 +35,32 @@ _NO_WEIGHTS: Mapping[str, tuple[float, float]] = MappingProxyType({})
 _VALUE_INPUTS = {"DequantizeLinear": frozenset({0})}
 
 
+_POOL_KEY = "costed_nodes"
+_POOL_SIZE = 4096
+#: The costs of nodes whose cost says nothing of the node itself, shared by every such node.
+_FOLDED = NodeCost(NodeState.FOLDED, "", Cost.zero(), "computed from constants at load time", 0, _NO_WEIGHTS)
+_NOT_FOLDED = NodeCost(
+    NodeState.UNSUPPORTED,
+    "",
+    Cost.zero(),
+    "no cost rule (its inputs are constant, but an unknown op is not folded)",
+    0,
+    _NO_WEIGHTS,
+)
+_MOVES_NOTHING = {
+    kind: NodeCost(NodeState.ZERO, kind, Cost.zero(), f"{kind}: moves no data", 0, _NO_WEIGHTS)
+    for kind in RuleKind
+    if kind.moves_nothing
+}
+
+
 def op_key(op: OpView) -> str:
     return f"{op.domain}::{op.op_type}" if op.domain else op.op_type
 
 
-def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> Mapping[str, tuple[float, float]]:
+def weight_entries(
+    op: OpView, entry: RuleEntry, scope: ModelIR, table: Mapping[str, tuple[float, float]] | None = None
+) -> Mapping[str, tuple[float, float]]:
     """The node's weights as name -> (params, bytes read), for the distinct-weight totals.
 
     A weight is keyed by the tensor it aliases through folded views (a Reshape of an initializer), so one weight
@@ -50,9 +71,11 @@ def weight_entries(op: OpView, entry: RuleEntry, scope: ModelIR) -> Mapping[str,
     (:mod:`onnxroof.load.tied`) is read by this node (its bytes) but holds no new parameters (PyTorch counts
     tied weights once): it counts ``(0, nbytes)``, and each of its root weights ``(numel, 0)`` (whoever reads a
     root counts its bytes). Rotary-embedding tables (:data:`_BUFFER_NAME`) are buffers: bytes, no parameters.
-    Totals merge entries with :func:`~onnxroof.core.cost.merge_weights`.
+    Totals merge entries with :func:`~onnxroof.core.cost.merge_weights`. ``table``: the node's
+    :func:`~onnxroof.core.registry.weight_table` when the caller has it already.
     """
-    table = weight_table(op, entry)
+    if table is None:
+        table = weight_table(op, entry)
     if not table:
         return _NO_WEIGHTS  # one shared empty mapping: most nodes read no weight
     root = graph_index(scope).root
@@ -136,30 +159,65 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
     """State, kind, cost and weights of one node (control-flow nodes through their bodies). A weight read
     through a folded view (a Reshape of an initializer) is keyed by the initializer it aliases, so a weight
     two ops read in different shapes (GenAI's tied int4 embedding and lm_head) counts once."""
-    produced = [t for t in op.outputs if t is not None]
-    if produced and all(t.role in (Role.WEIGHT, Role.STATIC) for t in produced):
+    if _computed_at_load(op.outputs):
         if not is_known_op(op):  # nothing can evaluate it at load time: never silently zero
-            note = "no cost rule (its inputs are constant, but an unknown op is not folded)"
-            return NodeCost(NodeState.UNSUPPORTED, "", Cost.zero(), note, launches=0)
-        return NodeCost(NodeState.FOLDED, "", Cost.zero(), "computed from constants at load time", launches=0)
+            return _NOT_FOLDED
+        return _FOLDED
     if op.subgraphs and op.op_type in CONTROL_FLOW_OPS and op.op_type != "SequenceMap":
         return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph), root_graph)
     entry = lookup(op.domain, op.op_type)
     if entry is None:
         return _cost_function_body(op, scope, root_graph)
     if entry.kind.moves_nothing:
-        return NodeCost(NodeState.ZERO, entry.kind, Cost.zero(), f"{entry.kind}: moves no data", launches=0)
+        return _MOVES_NOTHING[entry.kind]
     try:
-        cost = evaluate(op, entry)
+        cost, table = evaluate_with_weights(op, entry)
     except ShapeUnknown as missing:
         note = f"no static shape for '{missing.tensor}'"
         return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
-    weights = weight_entries(op, entry, scope)
+    weights = weight_entries(op, entry, scope, table)
     # the node's params are those of the weights it reads, a derived or tied weight's roots included
-    params = float(sum(params for params, _ in weights.values()))
+    params = float(sum(params for params, _ in weights.values())) if weights else 0.0
     if params != cost.params:
         cost = Cost(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, params)
+    if not weights:
+        return _costed(entry.kind, cost, scope)
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
+
+
+def _costed(kind: RuleKind, cost: Cost, scope: ModelIR) -> NodeCost:
+    """The costed :class:`NodeCost` of a node that reads no weight: one per distinct (kind, cost) in ``scope``, so
+    that the nodes of a model's repeated layers share one ``NodeCost`` and one ``Cost`` (~250 bytes a node kept
+    for the whole analysis) and skip building them. Only all-float figures are shared: an ``int`` figure equals a
+    ``float`` one, but the output shows the difference. At most :data:`_POOL_SIZE` are remembered (then afresh)."""
+    if not (
+        type(cost.flops) is float
+        and type(cost.macs) is float
+        and type(cost.bytes_read) is float
+        and type(cost.bytes_written) is float
+        and type(cost.params) is float
+    ):
+        return NodeCost(NodeState.COSTED, kind, cost, "", 1, _NO_WEIGHTS)
+    pool: dict[tuple, NodeCost] = scope.memo.setdefault(_POOL_KEY, {})
+    key = (kind, cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, cost.params)  # compared in C
+    found = pool.get(key)
+    if found is None:
+        if len(pool) >= _POOL_SIZE:
+            pool.clear()
+        found = pool[key] = NodeCost(NodeState.COSTED, kind, cost, "", 1, _NO_WEIGHTS)
+    return found
+
+
+def _computed_at_load(outputs: tuple[TensorInfo | None, ...]) -> bool:
+    """Whether the node's outputs (at least one present) are all weights or load-time values: it is folded."""
+    present = False
+    for t in outputs:  # a plain loop: this runs for every node of the model
+        if t is None:
+            continue
+        if t.role != Role.WEIGHT and t.role != Role.STATIC:
+            return False
+        present = True
+    return present
 
 
 def _cost_function_body(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None) -> NodeCost:

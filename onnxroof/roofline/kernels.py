@@ -14,6 +14,7 @@ left after fusion.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -106,6 +107,14 @@ def placed_fields(cost: Cost, point: RooflinePoint) -> dict[str, Any]:
         "bytes_read": cost.bytes_read,
         "bytes_written": cost.bytes_written,
         "params": cost.params,
+        **point_fields(point),
+    }
+
+
+def point_fields(point: RooflinePoint) -> dict[str, Any]:
+    """The roofline part of :func:`placed_fields`."""
+    energy = point.energy
+    return {
         "intensity": point.intensity,
         "peak_flops": point.peak_flops,
         "ridge": point.ridge,
@@ -116,11 +125,47 @@ def placed_fields(cost: Cost, point: RooflinePoint) -> dict[str, Any]:
         "latency_s": point.latency,
         "bound": point.bound,
         "utilization": point.utilization,
-        "energy_j": point.energy.total_j if point.energy is not None else None,
-        "energy_compute_j": point.energy.compute_j if point.energy is not None else None,
-        "energy_memory_j": point.energy.memory_j if point.energy is not None else None,
-        "energy_bound": point.energy.bound if point.energy is not None else Bound.NONE,
+        "energy_j": energy.total_j if energy is not None else None,
+        "energy_compute_j": energy.compute_j if energy is not None else None,
+        "energy_memory_j": energy.memory_j if energy is not None else None,
+        "energy_bound": energy.bound if energy is not None else Bound.NONE,
     }
+
+
+#: The names :func:`point_fields` gives, in order: :class:`Placement`'s fields after the five cost figures.
+POINT_FIELDS = tuple(f.name for f in fields(Placement))[5:]
+
+PointFn = Callable[[Cost, str, bool, int, "str | None", float], tuple[Any, ...]]
+
+
+def node_points(platform: Platform, limit: int = 4096) -> PointFn:
+    """``(cost, precision, runs, launches, op_class, utilization) -> point``: the values of
+    ``point_fields(classify(...))`` (names :data:`POINT_FIELDS`) for the nodes of one model on ``platform``, each
+    distinct set of figures classified once.
+
+    A point depends on the cost only through its FLOPs and its bytes moved (:func:`classify`), and a model's
+    nodes repeat few of them (a transformer's layers, a chain of elementwise ops): equal figures share one
+    tuple and its float objects, which saves the classification and the memory of the copies. Equal values of
+    another type (an ``int`` FLOP count beside a ``float`` one) give the same point, as every figure of a point is
+    computed in floating point. At most ``limit`` figure sets are remembered (then the memo starts afresh).
+    """
+    memo: dict[tuple, tuple[Any, ...]] = {}
+
+    def place(
+        cost: Cost, precision: str, runs: bool, launches: int, op_class: str | None, utilization: float
+    ) -> tuple[Any, ...]:
+        key = (cost.flops, cost.bytes_read + cost.bytes_written, precision, runs, launches, op_class, utilization)
+        found = memo.get(key)
+        if found is None:
+            if len(memo) >= limit:
+                memo.clear()
+            point = classify(
+                cost, platform, precision, runs=runs, launches=launches, op_class=op_class, utilization=utilization
+            )
+            found = memo[key] = tuple(point_fields(point).values())
+        return found
+
+    return place
 
 
 def place_kernel(
