@@ -20,6 +20,7 @@ is field 7, GraphProto.initializer field 5, TensorProto.raw_data field 9, Tensor
 from __future__ import annotations
 
 import mmap
+import re
 from pathlib import Path
 
 import onnx
@@ -105,25 +106,55 @@ def _tensor(buf, start: int, end: int, location: str) -> bytes:
     return bytes(out)
 
 
-def _graph(buf, start: int, end: int, location: str) -> bytes:
-    out = bytearray()
+def _candidates(length_bytes: int) -> re.Pattern[bytes]:
+    """Bytes that can start a GraphProto.initializer field whose length takes ``length_bytes`` varint bytes or
+    more: the key (field 5, wire type 2: ``0x2a``, or a padded varint of it) then ``length_bytes - 1`` bytes
+    with the continuation bit set."""
+    return re.compile(rb"(?:\x2a|\xaa\x80*\x00)[\x80-\xff]{%d}" % (length_bytes - 1))
+
+
+_LARGE_INITIALIZER = _candidates(len(_encode_varint(PAYLOAD_THRESHOLD + 1)))
+"""A graph without a match anywhere in its bytes has no initializer over the threshold (the converse need not
+hold: the bytes may sit inside another field). One C-speed scan spares walking a 200k-node graph in Python."""
+
+
+def _graph(buf, start: int, end: int, location: str) -> list | None:
+    """The graph ``buf[start:end]`` as pieces to join, its large initializers without their raw_data; None when
+    it has none (the graph is kept as it is)."""
+    if _LARGE_INITIALIZER.search(buf, start, end) is None:
+        return None
+    parts: list = []
+    copied = start
     for field, wire, first, body, stop in _fields(buf, start, end):
         if field == _GRAPH_INITIALIZER and wire == 2 and stop - body > PAYLOAD_THRESHOLD:
-            out += _length_delimited(field, _tensor(buf, body, stop, location))
-        else:
-            out += buf[first:stop]
-    return bytes(out)
+            parts += (buf[copied:first], _length_delimited(field, _tensor(buf, body, stop, location)))
+            copied = stop
+    if not parts:
+        return None
+    parts.append(buf[copied:end])
+    return parts
+
+
+def _lean(buf, location: str):
+    """:func:`lean_bytes`, or ``buf`` itself when no initializer is large (nothing to leave out)."""
+    parts: list = []
+    copied = 0
+    for field, wire, first, body, stop in _fields(buf, 0, len(buf)):
+        if field == _MODEL_GRAPH and wire == 2:
+            graph = _graph(buf, body, stop, location)
+            if graph is not None:
+                size = sum(len(part) for part in graph)
+                parts += (buf[copied:first], _encode_varint(field << 3 | 2), _encode_varint(size), *graph)
+                copied = stop
+    if not parts:
+        return buf
+    parts.append(buf[copied:])
+    return b"".join(parts)
 
 
 def lean_bytes(buf, location: str) -> bytes:
     """The serialized model ``buf`` with the payloads of its large initializers left out (module docstring)."""
-    out = bytearray()
-    for field, wire, first, body, stop in _fields(buf, 0, len(buf)):
-        if field == _MODEL_GRAPH and wire == 2:
-            out += _length_delimited(field, _graph(buf, body, stop, location))
-        else:
-            out += buf[first:stop]
-    return bytes(out)
+    return bytes(_lean(buf, location))
 
 
 def parse_without_payloads(path: Path) -> onnx.ModelProto:
@@ -131,17 +162,19 @@ def parse_without_payloads(path: Path) -> onnx.ModelProto:
 
     Raises :class:`ValueError` on bytes that are not a protobuf message (the caller falls back to ``onnx.load``).
     """
+    model = onnx.ModelProto()
     with open(path, "rb") as handle:
         if handle.seek(0, 2) == 0:
-            return onnx.ModelProto()
+            return model
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
+            data = None
             try:
-                data = lean_bytes(view, path.name)
+                data = _lean(view, path.name)
+                model.ParseFromString(data)  # parsed while the map is open: ``data`` may be the map itself
             finally:
+                del data
                 view.release()
-    model = onnx.ModelProto()
-    model.ParseFromString(data)
     return model
 
 
