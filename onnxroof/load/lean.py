@@ -118,43 +118,39 @@ _LARGE_INITIALIZER = _candidates(len(_encode_varint(PAYLOAD_THRESHOLD + 1)))
 hold: the bytes may sit inside another field). One C-speed scan spares walking a 200k-node graph in Python."""
 
 
-def _graph(buf, start: int, end: int, location: str) -> list | None:
-    """The graph ``buf[start:end]`` as pieces to join, its large initializers without their raw_data; None when
-    it has none (the graph is kept as it is)."""
+def _graph(buf, start: int, end: int, location: str) -> bytes | None:
+    """The graph ``buf[start:end]`` with its large initializers' raw_data left out; None when it has none (the
+    graph is kept as it is). Pieces are copied out of ``buf`` as they are cut (no slice of the map outlives a
+    ValueError)."""
     if _LARGE_INITIALIZER.search(buf, start, end) is None:
         return None
     parts: list = []
     copied = start
     for field, wire, first, body, stop in _fields(buf, start, end):
         if field == _GRAPH_INITIALIZER and wire == 2 and stop - body > PAYLOAD_THRESHOLD:
-            parts += (buf[copied:first], _length_delimited(field, _tensor(buf, body, stop, location)))
+            parts += (bytes(buf[copied:first]), _length_delimited(field, _tensor(buf, body, stop, location)))
             copied = stop
     if not parts:
         return None
-    parts.append(buf[copied:end])
-    return parts
+    parts.append(bytes(buf[copied:end]))
+    return b"".join(parts)
 
 
-def _lean(buf, location: str):
-    """:func:`lean_bytes`, or ``buf`` itself when no initializer is large (nothing to leave out)."""
+def lean_bytes(buf, location: str) -> bytes:
+    """The serialized model ``buf`` with the payloads of its large initializers left out (module docstring);
+    ``buf`` copied as it is when no initializer is large."""
     parts: list = []
     copied = 0
     for field, wire, first, body, stop in _fields(buf, 0, len(buf)):
         if field == _MODEL_GRAPH and wire == 2:
             graph = _graph(buf, body, stop, location)
             if graph is not None:
-                size = sum(len(part) for part in graph)
-                parts += (buf[copied:first], _encode_varint(field << 3 | 2), _encode_varint(size), *graph)
+                parts += (bytes(buf[copied:first]), _length_delimited(field, graph))
                 copied = stop
     if not parts:
-        return buf
+        return bytes(buf)
     parts.append(buf[copied:])
     return b"".join(parts)
-
-
-def lean_bytes(buf, location: str) -> bytes:
-    """The serialized model ``buf`` with the payloads of its large initializers left out (module docstring)."""
-    return bytes(_lean(buf, location))
 
 
 def parse_without_payloads(path: Path) -> onnx.ModelProto:
@@ -162,19 +158,17 @@ def parse_without_payloads(path: Path) -> onnx.ModelProto:
 
     Raises :class:`ValueError` on bytes that are not a protobuf message (the caller falls back to ``onnx.load``).
     """
-    model = onnx.ModelProto()
     with open(path, "rb") as handle:
         if handle.seek(0, 2) == 0:
-            return model
+            return onnx.ModelProto()
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
-            data = None
             try:
-                data = _lean(view, path.name)
-                model.ParseFromString(data)  # parsed while the map is open: ``data`` may be the map itself
+                data = lean_bytes(view, path.name)
             finally:
-                del data
                 view.release()
+    model = onnx.ModelProto()
+    model.ParseFromString(data)
     return model
 
 
