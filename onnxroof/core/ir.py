@@ -289,19 +289,20 @@ def tensor_info_from_type(
 
 
 def subgraph_outer_inputs(graph: onnx.GraphProto) -> list[str]:
-    """Names a subgraph (recursively) reads from enclosing scopes."""
+    """Names a subgraph (recursively) reads from enclosing scopes, in the order first read."""
     defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}
-    needed: list[str] = []
+    needed: dict[str, None] = {}  # ordered, with O(1) membership (a list made large bodies quadratic)
     for node in graph.node:
         names = list(node.input)
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
-                names.extend(subgraph_outer_inputs(sub))
+        if len(node.attribute):
+            for attr in node.attribute:
+                for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                    names.extend(subgraph_outer_inputs(sub))
         for name in names:
             if name and name not in defined and name not in needed:
-                needed.append(name)
+                needed[name] = None
         defined.update(node.output)
-    return needed
+    return list(needed)
 
 
 def _subgraphs(node: onnx.NodeProto) -> dict[str, onnx.GraphProto]:
@@ -318,30 +319,37 @@ def _subgraphs(node: onnx.NodeProto) -> dict[str, onnx.GraphProto]:
 def _node_reads(node: onnx.NodeProto) -> list[str]:
     """Names ``node`` reads: its inputs, and the outer-scope values its subgraph bodies read."""
     names = list(node.input)
-    if node.attribute:  # most nodes carry no subgraph: skip the attribute walk for them
+    if len(node.attribute):  # most nodes carry no subgraph: skip the attribute walk for them
         for sub in _subgraphs(node).values():
             names.extend(subgraph_outer_inputs(sub))
     return names
 
 
-def _already_ordered(nodes: Sequence[onnx.NodeProto], producer: Mapping[str, int]) -> bool:
-    """True when every node reads only values produced by earlier nodes or from outside the graph (O(n))."""
-    return all(producer.get(name, -1) < i for i, node in enumerate(nodes) for name in _node_reads(node) if name)
+def _already_ordered(producer: Mapping[str, int], first_read: Mapping[str, int]) -> bool:
+    """True when every value read is produced (by its last producer) before the first node reading it, or
+    comes from outside the graph: ``producer`` maps a value to its last producing node, ``first_read`` to the
+    first node that reads it."""
+    return all(producer.get(name, -1) < reader for name, reader in first_read.items())
 
 
 def topological_order(nodes: Sequence[onnx.NodeProto]) -> tuple[int, ...]:
     """Indices of ``nodes`` in an order where producers come first (ONNX requires it; not all files obey).
 
-    O(n) when the file is already ordered (the usual case): ``range(len(nodes))``. Otherwise the
-    lexicographically smallest topological order of the producer -> consumer DAG. The loader computes it
-    once per graph and hands it on (:attr:`onnxroof.load.reader.LoadedModel.order`, ``build_ir(order=...)``).
+    O(n) when the file is already ordered (the usual case): ``range(len(nodes))``, found in one pass over the
+    nodes that builds no list per node. Otherwise the lexicographically smallest topological order of the
+    producer -> consumer DAG. The loader computes it once per graph and hands it on
+    (:attr:`onnxroof.load.reader.LoadedModel.order`, ``build_ir(order=...)``).
     """
     producer: dict[str, int] = {}
+    first_read: dict[str, int] = {}
     for i, node in enumerate(nodes):
+        for name in _node_reads(node) if len(node.attribute) else node.input:
+            if name and name not in first_read:
+                first_read[name] = i
         for out in node.output:
             if out:
                 producer[out] = i
-    if _already_ordered(nodes, producer):
+    if _already_ordered(producer, first_read):
         return tuple(range(len(nodes)))
     dag = nx.DiGraph()
     dag.add_nodes_from(range(len(nodes)))

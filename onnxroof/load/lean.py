@@ -20,6 +20,7 @@ is field 7, GraphProto.initializer field 5, TensorProto.raw_data field 9, Tensor
 from __future__ import annotations
 
 import mmap
+import re
 from pathlib import Path
 
 import onnx
@@ -105,25 +106,51 @@ def _tensor(buf, start: int, end: int, location: str) -> bytes:
     return bytes(out)
 
 
-def _graph(buf, start: int, end: int, location: str) -> bytes:
-    out = bytearray()
+def _candidates(length_bytes: int) -> re.Pattern[bytes]:
+    """Bytes that can start a GraphProto.initializer field whose length takes ``length_bytes`` varint bytes or
+    more: the key (field 5, wire type 2: ``0x2a``, or a padded varint of it) then ``length_bytes - 1`` bytes
+    with the continuation bit set."""
+    return re.compile(rb"(?:\x2a|\xaa\x80*\x00)[\x80-\xff]{%d}" % (length_bytes - 1))
+
+
+_LARGE_INITIALIZER = _candidates(len(_encode_varint(PAYLOAD_THRESHOLD + 1)))
+"""A graph without a match anywhere in its bytes has no initializer over the threshold (the converse need not
+hold: the bytes may sit inside another field). One C-speed scan spares walking a 200k-node graph in Python."""
+
+
+def _graph(buf, start: int, end: int, location: str) -> bytes | None:
+    """The graph ``buf[start:end]`` with its large initializers' raw_data left out; None when it has none (the
+    graph is kept as it is). Pieces are copied out of ``buf`` as they are cut (no slice of the map outlives a
+    ValueError)."""
+    if _LARGE_INITIALIZER.search(buf, start, end) is None:
+        return None
+    parts: list = []
+    copied = start
     for field, wire, first, body, stop in _fields(buf, start, end):
         if field == _GRAPH_INITIALIZER and wire == 2 and stop - body > PAYLOAD_THRESHOLD:
-            out += _length_delimited(field, _tensor(buf, body, stop, location))
-        else:
-            out += buf[first:stop]
-    return bytes(out)
+            parts += (bytes(buf[copied:first]), _length_delimited(field, _tensor(buf, body, stop, location)))
+            copied = stop
+    if not parts:
+        return None
+    parts.append(bytes(buf[copied:end]))
+    return b"".join(parts)
 
 
 def lean_bytes(buf, location: str) -> bytes:
-    """The serialized model ``buf`` with the payloads of its large initializers left out (module docstring)."""
-    out = bytearray()
+    """The serialized model ``buf`` with the payloads of its large initializers left out (module docstring);
+    ``buf`` copied as it is when no initializer is large."""
+    parts: list = []
+    copied = 0
     for field, wire, first, body, stop in _fields(buf, 0, len(buf)):
         if field == _MODEL_GRAPH and wire == 2:
-            out += _length_delimited(field, _graph(buf, body, stop, location))
-        else:
-            out += buf[first:stop]
-    return bytes(out)
+            graph = _graph(buf, body, stop, location)
+            if graph is not None:
+                parts += (bytes(buf[copied:first]), _length_delimited(field, graph))
+                copied = stop
+    if not parts:
+        return bytes(buf)
+    parts.append(buf[copied:])
+    return b"".join(parts)
 
 
 def parse_without_payloads(path: Path) -> onnx.ModelProto:

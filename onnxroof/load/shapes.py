@@ -21,12 +21,15 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.errors import one_line
-from onnxroof.core.ir import NONDETERMINISTIC_OPS, graph_value_types, normalize_domain, topological_order
+from onnxroof.core.ir import NONDETERMINISTIC_OPS, normalize_domain, topological_order
 from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT, is_static, node_outputs
 
 
-def infer(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
-    """ONNX shape inference, strict with data propagation; on failure, warn and retry leniently."""
+def infer(model: onnx.ModelProto | bytes) -> tuple[onnx.ModelProto, list[str]]:
+    """ONNX shape inference, strict with data propagation; on failure, warn and retry leniently.
+
+    ``model`` may be serialized already (one serialization serves both tries; the caller's ModelProto can be
+    gone). When both tries fail, the model comes back as it was given (parsed, if it was bytes)."""
     warnings: list[str] = []
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True), warnings
@@ -36,7 +39,7 @@ def infer(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
         return onnx.shape_inference.infer_shapes(model, data_prop=True), warnings
     except Exception as exc:
         warnings.append(f"shape inference failed ({_short(str(exc))}); shapes come from fallbacks only")
-        return model, warnings
+        return (model if isinstance(model, onnx.ModelProto) else onnx.load_model_from_string(model)), warnings
 
 
 def _short(message: str, limit: int = 300) -> str:
@@ -46,21 +49,57 @@ def _short(message: str, limit: int = 300) -> str:
 
 
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
-    return graph_value_types(model.graph)
+    """The main graph's :func:`~onnxroof.core.ir.graph_value_types`, equal types shared.
+
+    Value infos with equal types (every ``[1, 16]`` float tensor) map to ONE TypeProto (the first one met; the
+    types are read, never changed): a Python wrapper per tensor costs ~150 B, and consumers may cache what
+    they derive from a type by identity. Insertion order and values are those of ``graph_value_types``.
+    """
+    graph = model.graph
+    shared: dict[bytes, onnx.TypeProto | None] = {}
+    types: dict[str, onnx.TypeProto] = {}
+    for values in (graph.value_info, graph.input, graph.output):
+        for value in values:
+            type_proto = value.type
+            key = type_proto.SerializeToString()
+            canonical = shared.get(key, False)
+            if canonical is False:
+                canonical = shared[key] = type_proto if type_proto.HasField("tensor_type") else None
+            if canonical is not None:
+                types[value.name] = canonical
+    made: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
+    for tensor in graph.initializer:
+        key = (tensor.data_type, tuple(tensor.dims))
+        if key not in made:
+            made[key] = helper.make_tensor_type_proto(key[0], list(key[1]))
+        types[tensor.name] = made[key]
+    return types
+
+
+_BODY_KINDS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -> list[str]:
-    """Main-graph outputs without a static type, and the outputs of nodes with bodies (always re-shaped)."""
-    return [
-        o
-        for n in model.graph.node
-        for o in n.output
-        if o
-        and (
-            not is_static(types.get(o))
-            or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute)
-        )
-    ]
+    """Main-graph outputs without a static type, and the outputs of nodes with bodies (always re-shaped).
+
+    :func:`is_static` is asked once per distinct TypeProto object (:func:`value_types` shares equal ones)."""
+    static: dict[int, bool] = {}  # id(type) -> is_static; the types are alive in ``types`` throughout
+    missing: list[str] = []
+    for node in model.graph.node:
+        bodies = len(node.attribute) > 0 and any(a.type in _BODY_KINDS for a in node.attribute)
+        for name in node.output:
+            if not name:
+                continue
+            if bodies:
+                missing.append(name)
+                continue
+            type_proto = types.get(name)
+            known = static.get(id(type_proto))
+            if known is None:
+                known = static[id(type_proto)] = is_static(type_proto)
+            if not known:
+                missing.append(name)
+    return missing
 
 
 # -- fallback 1: fold small constant-only subgraphs, then re-infer

@@ -1,0 +1,128 @@
+"""The loader's single walks agree with the walks they replaced: one scan of every graph (external tensors,
+unregistered nodes), the lean parse's regex prefilter, the shared TypeProtos of ``value_types``."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxroof.core.ir import graph_value_types
+from onnxroof.load.lean import PAYLOAD_THRESHOLD, parse_without_payloads
+from onnxroof.load.reader import _external_tensors, load_model, scan_model, unregistered_nodes
+from onnxroof.load.shapes import value_types
+
+
+def _external(name: str, location: str) -> TensorProto:
+    tensor = helper.make_tensor(name, TensorProto.FLOAT, [2], [0.0, 0.0])
+    tensor.ClearField("float_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", location
+    return tensor
+
+
+def _nested_model() -> onnx.ModelProto:
+    """Unregistered ops and external tensors at three depths: main graph, an If branch, a Loop inside it."""
+    inner = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["k"], value=_external("k_value", "inner.bin")),
+            helper.make_node("SimplifiedLayerNormalization", ["k"], ["inner_out"]),
+        ],
+        "inner",
+        [],
+        [helper.make_tensor_value_info("inner_out", TensorProto.FLOAT, [2])],
+        [_external("inner_init", "inner_init.bin")],
+    )
+    branch = helper.make_graph(
+        [
+            helper.make_node("Loop", ["", ""], ["loop_out"], body=inner),
+            helper.make_node("SkipSimplifiedLayerNormalization", ["loop_out", "loop_out"], ["then_out"]),
+        ],
+        "then",
+        [],
+        [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, [2])],
+        [_external("then_init", "then.bin")],
+    )
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["else_out"])], "else", [], [])
+    graph = helper.make_graph(
+        [
+            helper.make_node("SimplifiedLayerNormalization", ["x"], ["a"]),
+            helper.make_node("Constant", [], ["c"], value=_external("c_value", "c.bin")),
+            helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=other),
+            helper.make_node("RotaryEmbedding", ["a"], ["b"], domain="ai.onnx"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [_external("W", "w.bin")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_one_scan_finds_what_each_walk_found_in_the_same_order() -> None:
+    model = _nested_model()
+    scan = scan_model(model)
+    assert [t.name for t in scan.external] == [t.name for t in _external_tensors(model)]
+    assert [t.name for t in scan.external] == ["W", "c_value", "then_init", "inner_init", "k_value"]
+    assert [n.op_type for n in scan.unregistered] == [n.op_type for n in unregistered_nodes(model)]
+    assert len(scan.unregistered) == 4  # RotaryEmbedding is not an ONNX op at opset 17 either
+
+
+def test_no_default_opset_means_no_unregistered_nodes() -> None:
+    model = _nested_model()
+    del model.opset_import[:]
+    model.opset_import.append(helper.make_opsetid("ai.onnx.ml", 3))
+    assert scan_model(model).unregistered == () == tuple(unregistered_nodes(model))
+
+
+def _bytes_model(attribute_bytes: int, weight_elements: int) -> onnx.ModelProto:
+    """A node whose string attribute has ``attribute_bytes`` bytes (its field may look like a large
+    initializer to the prefilter) and a weight of ``weight_elements`` floats."""
+    weight = numpy_helper.from_array(np.arange(weight_elements, dtype=np.float32).reshape(1, -1), "W")
+    node = helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")
+    node.attribute.append(helper.make_attribute("note", "n" * attribute_bytes))
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, weight_elements])],
+        [weight],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_prefilter_never_hides_a_large_initializer(tmp_path) -> None:
+    large = PAYLOAD_THRESHOLD // 4 + 16  # floats: just over the threshold
+    for attribute_bytes, elements, left_out in [(20_000, 16, False), (10, 16, False), (10, large, True)]:
+        path = tmp_path / f"m{attribute_bytes}_{elements}.onnx"
+        onnx.save(_bytes_model(attribute_bytes, elements), path)
+        lean = parse_without_payloads(path)
+        weight = lean.graph.initializer[0]
+        assert (weight.data_location == TensorProto.EXTERNAL) is left_out
+        if not left_out:
+            assert lean == onnx.load(str(path))  # parsed as it is
+        else:
+            lean.graph.ClearField("initializer")
+            full = onnx.load(str(path))
+            full.graph.ClearField("initializer")
+            assert lean == full
+
+
+def test_value_types_share_equal_types_and_equal_graph_value_types(tmp_path) -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["t0"])]
+    nodes += [helper.make_node("Neg", [f"t{i}"], [f"t{i + 1}"]) for i in range(5)]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("t5", TensorProto.FLOAT, [1, 16])],
+        [numpy_helper.from_array(np.zeros((2, 3), np.float32), f"w{i}") for i in range(2)],
+    )
+    loaded = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    shared = value_types(loaded.model)
+    assert shared == graph_value_types(loaded.model.graph)
+    assert list(shared) == list(graph_value_types(loaded.model.graph))
+    assert len({id(shared[f"t{i}"]) for i in range(6)}) == 1
+    assert shared["w0"] is shared["w1"]
+    assert loaded.order == tuple(range(6))
