@@ -13,7 +13,8 @@ from onnx import helper
 import onnxroof.rules  # noqa: F401  (registers every rule family)
 from onnxroof.core.cost import Cost
 from onnxroof.core.dtypes import itemsize_of
-from onnxroof.core.ir import OpView, TensorInfo, node_attributes
+from onnxroof.core.ir import OpView, TensorInfo
+from onnxroof.core.protos import node_attributes
 from onnxroof.core.registry import evaluate, lookup
 from onnxroof.core.states import Role
 

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxroof.core.ir import graph_value_types
+from onnxroof.core.protos import graph_value_types
 from onnxroof.load.lean import PAYLOAD_THRESHOLD, parse_without_payloads
 from onnxroof.load.reader import _external_tensors, load_model, scan_model, unregistered_nodes
 from onnxroof.load.shapes import value_types

@@ -43,7 +43,8 @@ import onnx
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import OnnxroofError
-from onnxroof.core.ir import Restate, TensorInfo, node_id
+from onnxroof.core.ir import Restate, TensorInfo
+from onnxroof.core.protos import node_id
 from onnxroof.core.states import Role
 from onnxroof.platform.model import Platform
 

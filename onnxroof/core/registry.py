@@ -33,7 +33,8 @@ from types import MappingProxyType
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import CostError
-from onnxroof.core.ir import OpView, normalize_domain
+from onnxroof.core.ir import OpView
+from onnxroof.core.protos import normalize_domain
 from onnxroof.core.states import Role, RuleKind, RuleStatus
 
 RuleFn = Callable[[OpView], Cost]

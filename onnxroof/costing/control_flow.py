@@ -24,7 +24,8 @@ from onnx import numpy_helper
 
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import MalformedNode
-from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_graph_ir, graph_value_types
+from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_graph_ir
+from onnxroof.core.protos import graph_value_types
 from onnxroof.core.states import NodeState, RuleKind
 
 CostFn = Callable[[OpView, ModelIR], "NodeCost"]

@@ -26,7 +26,7 @@ import onnx.inliner
 from onnx import TensorProto, helper
 
 from onnxroof.core.errors import ModelError, one_line
-from onnxroof.core.ir import normalize_domain, topological_order
+from onnxroof.core.protos import normalize_domain, topological_order
 from onnxroof.load.dims import bind_dims, parse_dim_bindings, shape_bindings, symbolic_dims
 from onnxroof.load.lean import copy_without_payloads, parse_without_payloads
 from onnxroof.load.shapes import (
@@ -61,7 +61,7 @@ MAX_MODEL_BYTES = 4 * 2**30
 class LoadedModel:
     """A shape-inferred model whose weights were never loaded.
 
-    ``order``: the main graph's :func:`~onnxroof.core.ir.topological_order`, computed once here and handed
+    ``order``: the main graph's :func:`~onnxroof.core.protos.topological_order`, computed once here and handed
     to the shape fallbacks and to ``build_ir(order=...)``.
     """
 

@@ -21,7 +21,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.errors import one_line
-from onnxroof.core.ir import NONDETERMINISTIC_OPS, normalize_domain, topological_order
+from onnxroof.core.ir import NONDETERMINISTIC_OPS
+from onnxroof.core.protos import normalize_domain, topological_order
 from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT, is_static, node_outputs
 
 
@@ -49,7 +50,7 @@ def _short(message: str, limit: int = 300) -> str:
 
 
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
-    """The main graph's :func:`~onnxroof.core.ir.graph_value_types`, equal types shared.
+    """The main graph's :func:`~onnxroof.core.protos.graph_value_types`, equal types shared.
 
     Value infos with equal types (every ``[1, 16]`` float tensor) map to ONE TypeProto (the first one met; the
     types are read, never changed): a Python wrapper per tensor costs ~150 B, and consumers may cache what
@@ -220,7 +221,7 @@ def fold_small_constants(
     """Evaluate constant-only nodes whose outputs are small; return a copy with them as initializers.
 
     Seeds: small initializers, and ``Shape``/``Size`` of statically shaped tensors. ``order``: the graph's
-    :func:`~onnxroof.core.ir.topological_order` if already computed.
+    :func:`~onnxroof.core.protos.topological_order` if already computed.
     """
     values = small_constant_values(model, base)
     shape_values = _shape_values(model, types)
@@ -283,7 +284,7 @@ def propagate_fallback(
     with the ONNX reference evaluator), so a ``Reshape`` fed by shape arithmetic after a contrib op is shaped
     too. ``If``/``Loop``/``Scan`` bodies are left to :func:`infer_bodies`. One pass, microseconds per node.
 
-    ``order``: the graph's :func:`~onnxroof.core.ir.topological_order` if already computed; ``values``: small
+    ``order``: the graph's :func:`~onnxroof.core.protos.topological_order` if already computed; ``values``: small
     constants known at load time (name -> array), seeded from the graph's small initializers when None.
     """
     known = dict(values) if values is not None else small_constant_values(model, None)

@@ -69,7 +69,7 @@ def match_kernels(
     """Group ``analysis``' kernels with the onnxruntime nodes of ``mapping`` that run the same original nodes
     of ``original`` (the model's graph); ``node_times`` are the measured seconds per run of each profiled
     node and ``node_types`` their op types, as profiled."""
-    from onnxroof.core.ir import node_id
+    from onnxroof.core.protos import node_id
 
     ids = [node_id(i, n) for i, n in enumerate(original.node)]
     kernel_of = {nid: kernel.id for nid, kernel in analysis.kernel_by_node.items()}
