@@ -240,6 +240,32 @@ def test_malformed_nodes_are_named(tmp_path, name: str, change, needle: str) -> 
     assert not (tmp_path / "out.json").exists()
 
 
+def _set_opset(model: onnx.ModelProto, domain: str, version: int) -> None:
+    for entry in model.opset_import:
+        if entry.domain == domain:
+            entry.version = version
+
+
+@pytest.mark.parametrize(
+    ("domain", "version", "needle"),
+    [
+        ("", 2**31, "opset_import version 2147483648 of domain 'ai.onnx' is out of range"),
+        ("", 2**40, "opset_import version 1099511627776 of domain 'ai.onnx' is out of range"),
+        ("com.microsoft", -1, "opset_import version -1 of domain 'com.microsoft' is out of range"),
+    ],
+)
+def test_an_opset_version_out_of_range_is_one_line(tmp_path, domain: str, version: int, needle: str) -> None:
+    """Found by the fuzz campaign (seed 1, flipped bits): ONNX's schema lookup takes a C int and raised."""
+    model = _mutated("lstm", lambda m: _set_opset(m, domain, version))
+    if domain and not any(o.domain == domain for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(domain, version))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    result = _report(path, "-f", "json", "-o", tmp_path / "out.json", "--dim", "batch=1")
+    _one_line_error(result, needle)
+    assert not (tmp_path / "out.json").exists()
+
+
 def test_folding_skips_what_it_cannot_evaluate() -> None:
     """A weight whose dims no longer match its data (dims []) is not folded, and nothing raises."""
     from onnxroof.load.shapes import small_constant_values

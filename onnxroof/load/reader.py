@@ -45,6 +45,7 @@ __all__ = [
     "bind_dims",
     "check_external_paths",
     "check_model",
+    "check_opsets",
     "load_model",
     "parse_dim_bindings",
     "read_model",
@@ -352,6 +353,29 @@ def unmask(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+#: The largest opset version ONNX's schema lookups take (a C ``int``); a larger one is a damaged file.
+MAX_OPSET_VERSION = 2**31 - 1
+
+
+def check_opsets(model: onnx.ModelProto, path: Path | None) -> int | None:
+    """The default-domain opset (None when none is imported), after checking every ``opset_import``: at least
+    one is imported, the default one is no older than :data:`MIN_OPSET`, and each version is within
+    0..:data:`MAX_OPSET_VERSION`; otherwise a :class:`ModelError` naming the file and the domain."""
+    where = str(path) if path else "<model>"
+    opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
+    for domain, version in opsets.items():
+        if not 0 <= version <= MAX_OPSET_VERSION:
+            raise ModelError(
+                f"{where}: opset_import version {version} of domain '{domain or 'ai.onnx'}' is out of range"
+            )
+    opset = opsets.get("")
+    if opset is None and not opsets:
+        raise ModelError(f"{where}: opset_import names no opset")
+    if opset is not None and opset < MIN_OPSET:
+        raise ModelError(f"{where}: opset {opset} is older than the oldest supported ({MIN_OPSET})")
+    return opset
+
+
 def check_model(
     model: onnx.ModelProto, path: Path | None, warnings: list[str] | None = None, scan: ModelScan | None = None
 ) -> int:
@@ -364,12 +388,7 @@ def check_model(
     :class:`ModelError` (exit 2). ``scan``: the model's :func:`scan_model`, when already made.
     """
     where = str(path) if path else "<model>"
-    opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
-    opset = opsets.get("")
-    if opset is None and not opsets:
-        raise ModelError(f"{where}: opset_import names no opset")
-    if opset is not None and opset < MIN_OPSET:
-        raise ModelError(f"{where}: opset {opset} is older than the oldest supported ({MIN_OPSET})")
+    opset = check_opsets(model, path)
     scan = scan or scan_model(model)
     checked = _without_external_initializers(model, scan)
     unknown = list(scan.unregistered) if checked is model else unregistered_nodes(checked)
@@ -435,6 +454,7 @@ def load_model(
     a symbol it gives a value other than ``dims`` does is a :class:`~onnxroof.core.errors.DimsError`.
     """
     model, path = read_model(source, weights=False)
+    check_opsets(model, path)  # before anything asks ONNX for a schema at those versions
     scan = scan_model(model)
     check_external_paths(model, path, scan)
     warnings: list[str] = []
