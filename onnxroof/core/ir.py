@@ -284,7 +284,7 @@ def build_graph_ir(
             tensor_info_from_type(value.name, value_types.get(value.name, value.type), Role.INPUT)
         )
 
-    nodes = list(graph.node)
+    nodes = graph.node  # indexed in place: a list would hold a wrapper object per node
     if order is None:
         order = topological_order(nodes)
     ops: list[OpView] = []
