@@ -21,13 +21,17 @@ def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
     """Grow every unit by ``edges`` (anchors in topological order), then explain the orphans."""
     if not edges:
         return
+    by_anchor: dict[str, list[EdgePattern]] = {}  # op type -> the patterns it anchors, in order
+    for p in edges:
+        for op_type in p.anchor:
+            by_anchor.setdefault(op_type, []).append(p)
     for op in state.g.ir.ops:
         unit = state.unit_of.get(op.id)
         if unit is None or not unit.alive or unit.anchor != op.id:
             continue
-        progressed = True
+        progressed = unit.op_type in by_anchor
         while progressed:
-            progressed = any(unit.op_type in p.anchor and _apply_edge(p, unit, state) for p in edges)
+            progressed = any(_apply_edge(p, unit, state) for p in by_anchor.get(unit.op_type, ()))
     for p in edges:
         if p.orphans:
             _explain_orphans(p, state)
@@ -82,7 +86,7 @@ def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
     """Absorb the producer of any member's input, read through views (its output is the buffer they alias)."""
     g = state.g
     for node in list(unit.nodes):
-        entry = g.entries[node]
+        entry = g.entry(node)
         skip = entry.config_inputs if entry is not None else frozenset()
         for i, t in enumerate(g.ops[node].inputs):
             if t is None or i in skip:

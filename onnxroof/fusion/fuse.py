@@ -141,34 +141,41 @@ def profile_patterns(profile: str) -> tuple[str, ...]:
 
 
 def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> Cost:
-    costs = [g.costs[n].cost for n in nodes]
+    """The cost of a kernel of ``nodes`` (see the module docstring): one pass over the members; the distinct
+    external reads and the escaping outputs are found per member, with the members' set built once."""
+    node_costs = g.costs
     if len(nodes) == 1:
-        return costs[0]
-    flops = sum(c.flops for n, c in zip(nodes, costs, strict=True) if n not in folded)
-    macs = sum(c.macs for n, c in zip(nodes, costs, strict=True) if n not in folded)
+        return node_costs[nodes[0]].cost
+    flops = macs = sum_read = sum_written = 0  # summed as sum() would (exact while integral)
     weights: dict[str, tuple[float, float]] = {}
     for n in nodes:
+        node_cost = node_costs[n]
+        c = node_cost.cost
+        sum_read += c.bytes_read
+        sum_written += c.bytes_written
         if n not in folded:
-            merge_weights(weights, g.costs[n].weights)
+            flops += c.flops
+            macs += c.macs
+            if node_cost.weights:
+                merge_weights(weights, node_cost.weights)
     params = float(sum(numel for numel, _ in weights.values()))
-    sum_read = sum(c.bytes_read for c in costs)
-    sum_written = sum(c.bytes_written for c in costs)
     members = set(nodes)
+    root, producer, escapes = g.root, g.producer, g.escapes
     try:
         reads: dict[str, float] = {}
         written = 0.0
         for n in nodes:
-            op, entry = g.ops[n], g.entries[n]
+            op, entry = g.ops[n], g.entry(n)
             skip = entry.config_inputs if entry is not None else frozenset()
             for i, t in enumerate(op.inputs):
                 if t is None or i in skip or (n in folded and t.is_constant):
                     continue
-                root = g.root(t.name)
-                if g.producer.get(root) in members or root in reads:
+                name = root(t.name)
+                if producer.get(name) in members or name in reads:
                     continue
-                reads[root] = t.nbytes
+                reads[name] = t.nbytes
             for t in op.outputs:
-                if t is not None and g.escapes(t.name, members):
+                if t is not None and escapes(t.name, members):
                     written += t.nbytes
         bytes_read, bytes_written = min(sum(reads.values()), sum_read), min(written, sum_written)
     except ShapeUnknown:
@@ -182,12 +189,15 @@ def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
     ordered = sorted(units.values(), key=lambda u: g.position[u.anchor])
     kernels = []
     for number, unit in enumerate(ordered, start=1):
-        rest = sorted((n for n in unit.nodes if n != unit.anchor), key=g.position.__getitem__)
-        nodes = [unit.anchor, *rest]
+        if len(unit.nodes) == 1:
+            nodes = unit.nodes
+        else:
+            rest = sorted((n for n in unit.nodes if n != unit.anchor), key=g.position.__getitem__)
+            nodes = [unit.anchor, *rest]
         folded = set(unit.folded)
         cost = _kernel_cost(nodes, folded, g)
-        layout = len(nodes) == 1 and g.kind[unit.anchor] == RuleKind.LAYOUT
-        free = layout or all(n in g.elementwise for n in nodes)
+        layout = len(nodes) == 1 and g.kind(unit.anchor) == RuleKind.LAYOUT
+        free = layout or all(g.elementwise(n) for n in nodes)
         ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
         kernels.append(
             Kernel(
@@ -197,7 +207,7 @@ def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
                 cost=cost,
                 ideal=ideal,
                 layout=layout,
-                folded_nodes=tuple(n for n in nodes if n in folded),
+                folded_nodes=tuple(n for n in nodes if n in folded) if folded else (),
             )
         )
     return tuple(kernels)

@@ -25,33 +25,62 @@ _ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 # ------------------------------------------------------------------------------------ the graph context
 
 
+class _OpType(NamedTuple):
+    """What the pass needs to know about an op type (shared by every node of that type)."""
+
+    entry: RuleEntry | None
+    kind: str  # the rule's kind, "" without a rule
+    elementwise: bool  # an elementwise rule, or a (de)quantization (``_ELEMENTWISE_OPS``)
+
+
 class FusionGraph:
-    """Read-only lookups over the IR, built once per call."""
+    """Read-only lookups over the IR, built once per call.
+
+    Per node it keeps only ``ops`` (id → op) and ``position`` (id → topological index); what depends on the op
+    type (rule entry, kind, elementwise) is looked up per type (:meth:`entry`, :meth:`kind`,
+    :meth:`elementwise`), and which nodes are costed is the node costs' own state (:meth:`costed`).
+    """
 
     def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost]) -> None:
         self.ir = ir
         self.costs = node_costs
         self.ops: dict[str, OpView] = {op.id: op for op in ir.ops}
         self.position: dict[str, int] = {op.id: i for i, op in enumerate(ir.ops)}
-        self.entries: dict[str, RuleEntry | None] = {}
-        self.costed: set[str] = set()
-        self.elementwise: set[str] = set()
-        self.kind: dict[str, str] = {}
+        self.types: dict[str, dict[str, _OpType]] = {}  # domain -> op_type -> facts
+        for op in ir.ops:
+            by_type = self.types.get(op.domain)
+            if by_type is None:
+                by_type = self.types[op.domain] = {}
+            if op.op_type not in by_type:
+                entry = lookup(op.domain, op.op_type)
+                elementwise = entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS)
+                by_type[op.op_type] = _OpType(entry, entry.kind if entry is not None else "", elementwise)
         self.index = graph_index(ir)
         self.producer: Mapping[str, str] = self.index.producer
         self.consumers: Mapping[str, tuple[str, ...]] = self.index.consumers
         self.alias_children: Mapping[str, tuple[str, ...]] = self.index.view_children
         self.outputs = frozenset(ir.graph_outputs)
-        for op in ir.ops:
-            entry = lookup(op.domain, op.op_type)
-            self.entries[op.id] = entry
-            self.kind[op.id] = entry.kind if entry is not None else ""
-            cost = node_costs.get(op.id)
-            if cost is not None and cost.state == NodeState.COSTED:
-                self.costed.add(op.id)
-                if entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS):
-                    self.elementwise.add(op.id)
         self._users: dict[str, tuple[tuple[str, ...], bool]] = {}
+
+    def op_type(self, node: str) -> _OpType:
+        op = self.ops[node]
+        return self.types[op.domain][op.op_type]
+
+    def entry(self, node: str) -> RuleEntry | None:
+        """The rule costing ``node`` (None without one)."""
+        return self.op_type(node).entry
+
+    def kind(self, node: str) -> str:
+        """``node``'s rule kind ("" without a rule)."""
+        return self.op_type(node).kind
+
+    def costed(self, node: str) -> bool:
+        cost = self.costs.get(node)
+        return cost is not None and cost.state == NodeState.COSTED
+
+    def elementwise(self, node: str) -> bool:
+        """Whether ``node`` is costed and elementwise (an elementwise rule, or a (de)quantization)."""
+        return self.costed(node) and self.op_type(node).elementwise
 
     def root(self, name: str) -> str:
         """The buffer a tensor aliases (through views)."""
@@ -66,7 +95,7 @@ class FusionGraph:
         found: list[str] = []
         exported = name in self.outputs
         for node in self.consumers.get(name, ()):
-            kind, source = self.kind[node], self.ops[node].input(0)
+            kind, source = self.kind(node), self.ops[node].input(0)
             if kind == RuleKind.VIEW and source is not None and source.name == name:
                 continue  # an alias: its own users are followed below
             if kind != RuleKind.METADATA:
@@ -80,6 +109,14 @@ class FusionGraph:
         return result
 
     def escapes(self, name: str, members: set[str]) -> bool:
+        """Whether ``name``'s data is used outside ``members`` (or is a graph output). A tensor whose direct
+        readers are all members and that no view aliases needs no :meth:`users` walk (nor its cache entry)."""
+        if name not in self.outputs and name not in self.alias_children:
+            for node in self.consumers.get(name, ()):
+                if node not in members:
+                    break
+            else:
+                return False
         users, exported = self.users(name)
         return exported or any(u not in members for u in users)
 
@@ -124,8 +161,10 @@ class PassState:
     def __init__(self, graph: FusionGraph) -> None:
         self.g = graph
         self.unit_of: dict[str, Unit] = {}
+        costs = graph.costs
         for op in graph.ir.ops:
-            if op.id in graph.costed:
+            cost = costs.get(op.id)
+            if cost is not None and cost.state == NodeState.COSTED:
                 out = op.outputs[0].name if op.outputs and op.outputs[0] is not None else None
                 self.unit_of[op.id] = Unit(op.id, _op_key(op), out)
         self.misses: list[MissRecord] = []
@@ -154,3 +193,20 @@ class PassState:
         other.alive = False
         for node in other.nodes:
             self.unit_of[node] = unit
+
+    def merge_group(self, head: Unit, others: list[Unit], pattern: str, produces: str) -> None:
+        """Merge ``others`` into ``head`` at once, as :meth:`merge` would one by one (no fold; the last
+        one's output is the kernel's), with ``pattern`` moved last in the patterns."""
+        names = dict.fromkeys(head.patterns)
+        for other in others:
+            head.nodes.extend(other.nodes)
+            head.folded.extend(other.folded)
+            names.update(dict.fromkeys(other.patterns))
+            other.alive = False
+            for node in other.nodes:
+                self.unit_of[node] = head
+        names.pop(pattern, None)
+        head.patterns = [*names, pattern]
+        head.op_type = produces
+        head.out = others[-1].out
+        head.function = False

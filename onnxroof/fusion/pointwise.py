@@ -4,18 +4,23 @@ Views are transparent here (a tensor read through a view is the same buffer); on
 count join, and never so that the fused kernel would both feed and wait for another kernel (no cycle).
 
 The pass works on *blocks*: the units (kernels under construction) and every node that is no kernel member
-(views, metadata, uncosted nodes). Blocks are visited in topological order; a block's ``dep`` is the bitset
-of the groups it transitively depends on. A unit joins a producer's group G only if no other producer (views
-resolved) depends on G: otherwise the fused kernel would both feed and wait for it. Linear in the number of
-edges (bitset operations aside): a node's producers are deduplicated with dicts, and each producer group's
-eligibility is read from prefix and suffix unions of the other groups' dependencies.
+(views, metadata, uncosted nodes), numbered in node order, with their data edges in two adjacency arrays.
+Blocks are visited in topological order; a block's ``dep`` is the bitset of the groups it transitively
+depends on. A unit joins a producer's group G only if no other producer (views resolved) depends on G:
+otherwise the fused kernel would both feed and wait for it. Each producer group's eligibility is read from
+prefix and suffix unions of the other groups' dependencies.
+
+The bitsets stay small: only a group holding a pointwise unit can be asked about (the others get no bit), a
+block's ``dep`` is kept only while a successor is still to be visited, and when the bit positions handed out
+outgrow twice the groups still held, the groups no kept ``dep`` belongs to are dropped and the bits renumbered
+(no later question can name them). So a graph whose groups stay apart (a long chain of Relu and Transpose)
+costs linear time and memory, not quadratic; the decisions are those of full bitsets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-
-import networkx as nx
+import math
+from array import array
 
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
@@ -28,119 +33,260 @@ Block = Unit | str
 def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     """Merge neighbouring elementwise-only units of equal element count, never creating a cycle."""
     sizes = _pointwise_sizes(state)
-    if len(sizes) < 2:  # nothing could merge: skip building the block graph
+    if len(set(sizes.values())) == len(sizes):  # no two units of one element count: nothing could merge
         return
-    blocks = _block_graph(state)
-    order = _last_ready_first(blocks)
+    blocks = _Blocks(state, sizes)
+    order = blocks.last_ready_first()
     if order is None:  # the blocks do not form a DAG (cannot happen for convex kernels): no fusion
         return
-    grouping = _Grouping(state, sizes, {b: i for i, b in enumerate(order)})
-    for block in order:
-        grouping.visit(block, list(blocks.predecessors(block)))
-    for units in grouping.grouped.values():
-        if len(units) >= 2:
-            _merge(units, pattern, state)
+    grouping = _Grouping(state, blocks, order)
+    for b in order:
+        grouping.visit(b)
+    for members in grouping.grouped.values():
+        if len(members) >= 2:
+            _merge([blocks.items[b] for b in members], pattern, state)  # type: ignore[misc]
 
 
-def _pointwise_sizes(state: PassState) -> dict[Unit, int | None]:
-    """Every elementwise-only unit (nothing folded into it) and its output's element count (None if dynamic)."""
+def _pointwise_sizes(state: PassState) -> dict[Unit, int]:
+    """Every elementwise-only unit (nothing folded into it) whose output has a static shape, and its element
+    count. (A unit of dynamic size joins no group and no unit joins it.)"""
     g = state.g
-    sizes: dict[Unit, int | None] = {}
-    for unit in state.unit_of.values():
-        if unit in sizes or unit.folded or not all(n in g.elementwise for n in unit.nodes):
+    tensors = g.ir.tensors
+    sizes: dict[Unit, int] = {}
+    for node, unit in state.unit_of.items():
+        if unit.anchor != node or unit.folded or unit.out is None:  # each unit once, at its anchor
             continue
-        t = g.ir.tensors.get(unit.out) if unit.out is not None else None
-        sizes[unit] = t.numel if t is not None and t.is_static_shape else None
+        if not all(g.op_type(n).elementwise for n in unit.nodes):
+            continue
+        t = tensors.get(unit.out)
+        shape = t.shape if t is not None else None
+        if shape is not None and None not in shape:
+            sizes[unit] = math.prod(shape)  # type: ignore[arg-type]
     return sizes
 
 
-def _block_graph(state: PassState) -> nx.DiGraph:
-    """The blocks and their data edges (implicit reads by If/Loop bodies included), in node order.
-
-    Nodes are added in the order of their first node; each block's incoming edges in the order of the block
-    that reads them, so that :func:`_last_ready_first` visits successors in node order.
-    """
-    g = state.g
-    block: dict[str, Block] = {op.id: state.unit_of.get(op.id) or op.id for op in g.ir.ops}
-    preds: dict[Block, dict[Block, None]] = {b: {} for b in block.values()}
-    for name, readers in g.consumers.items():
-        p = g.producer.get(name)
-        if p is None:
-            continue
-        for reader in readers:
-            if block[p] is not block[reader]:
-                preds[block[reader]][block[p]] = None
-    dag = nx.DiGraph()
-    dag.add_nodes_from(preds)
-    dag.add_edges_from((p, b) for b, ps in preds.items() for p in ps)
-    return dag
+def _zeros(count: int) -> array:
+    return array("q", bytes(8 * count))
 
 
-def _last_ready_first(dag: nx.DiGraph) -> list[Block] | None:
-    """A topological order of ``dag`` that visits the block made ready last first (a stack); None on a cycle.
+def _group_by(count: int, heads: array, tails: array) -> tuple[array, array]:
+    """``tails`` grouped by ``heads`` (each in 0..count-1), in input order: ``flat[start[h]:start[h + 1]]``."""
+    start = _zeros(count + 1)
+    for h in heads:
+        start[h + 1] += 1
+    for i in range(count):
+        start[i + 1] += start[i]
+    fill = array("q", start)
+    flat = _zeros(len(heads))
+    for h, t in zip(heads, tails, strict=True):
+        flat[fill[h]] = t
+        fill[h] += 1
+    return start, flat
 
-    This order decides which producer a unit joins when several could take it (the earliest visited), so it
-    is kept as is: ``nx.lexicographical_topological_sort`` orders by a fixed key, and ordering blocks by
-    their first node changes the kernels of some graphs (a Sigmoid feeding both an Add and a graph output).
-    """
-    waiting = dict(dag.in_degree())
-    ready = [b for b, n in waiting.items() if n == 0]
-    order: list[Block] = []
-    while ready:
-        b = ready.pop()
-        order.append(b)
-        for s in dag.successors(b):
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                ready.append(s)
-    return order if len(order) == len(waiting) else None
+
+class _Blocks:
+    """The blocks, numbered in the order of their first node, and their data edges (implicit reads by If/Loop
+    bodies included): ``preds`` and ``succs`` as adjacency arrays, each block's successors in block order."""
+
+    def __init__(self, state: PassState, sizes: dict[Unit, int]) -> None:
+        g = state.g
+        position = g.position
+        self.items: list[Block] = []
+        number_at = array("q", [-1]) * len(position)  # node position -> block number
+        for i, op in enumerate(g.ir.ops):
+            if number_at[i] >= 0:
+                continue
+            number = len(self.items)
+            unit = state.unit_of.get(op.id)
+            if unit is None:
+                self.items.append(op.id)
+                number_at[i] = number
+            else:
+                self.items.append(unit)
+                for node in unit.nodes:
+                    number_at[position[node]] = number
+        count = len(self.items)
+        self.size = array("q", [-1]) * count  # a pointwise unit's element count, -1 for other blocks
+        self.view = bytearray(count)
+        for b, item in enumerate(self.items):
+            if isinstance(item, Unit):
+                self.size[b] = sizes.get(item, -1)
+            elif g.kind(item) == RuleKind.VIEW:
+                self.view[b] = 1
+        readers, producers = array("q"), array("q")
+        for name, nodes in g.consumers.items():
+            p = g.producer.get(name)
+            if p is None:
+                continue
+            bp = number_at[position[p]]
+            for node in nodes:
+                br = number_at[position[node]]
+                if br != bp:
+                    readers.append(br)
+                    producers.append(bp)
+        del number_at
+        start, flat = _group_by(count, readers, producers)
+        del readers, producers
+        self.pred_start, self.preds = _zeros(count + 1), array("q")  # distinct predecessors
+        self.out_degree = _zeros(count)
+        seen = array("q", [-1]) * count
+        for b in range(count):
+            for j in range(start[b], start[b + 1]):
+                p = flat[j]
+                if seen[p] != b:
+                    seen[p] = b
+                    self.preds.append(p)
+                    self.out_degree[p] += 1
+            self.pred_start[b + 1] = len(self.preds)
+        del start, flat, seen
+        self.succ_start = _zeros(count + 1)
+        for b in range(count):
+            self.succ_start[b + 1] = self.succ_start[b] + self.out_degree[b]
+        fill = array("q", self.succ_start)
+        self.succs = _zeros(len(self.preds))
+        for b in range(count):  # ascending b: each block's successors in block order
+            for j in range(self.pred_start[b], self.pred_start[b + 1]):
+                p = self.preds[j]
+                self.succs[fill[p]] = b
+                fill[p] += 1
+
+    def predecessors(self, b: int) -> array:
+        return self.preds[self.pred_start[b] : self.pred_start[b + 1]]
+
+    def last_ready_first(self) -> array | None:
+        """A topological order of the blocks that visits the block made ready last first (a stack); None on a
+        cycle.
+
+        This order decides which producer a unit joins when several could take it (the earliest visited), so
+        it is kept as is: ordering blocks by a fixed key (their first node) changes the kernels of some graphs
+        (a Sigmoid feeding both an Add and a graph output).
+        """
+        count = len(self.items)
+        start, succs = self.succ_start, self.succs
+        waiting = array("q", (self.pred_start[b + 1] - self.pred_start[b] for b in range(count)))
+        ready = [b for b in range(count) if waiting[b] == 0]
+        order = array("q")
+        while ready:
+            b = ready.pop()
+            order.append(b)
+            for j in range(start[b], start[b + 1]):
+                s = succs[j]
+                waiting[s] -= 1
+                if waiting[s] == 0:
+                    ready.append(s)
+        return order if len(order) == count else None
 
 
 class _Grouping:
-    """Which group each block is in, visited in topological order (mutable while the pass runs)."""
+    """Which group each block is in, visited in topological order (mutable while the pass runs).
 
-    def __init__(self, state: PassState, sizes: Mapping[Unit, int | None], position: Mapping[Block, int]) -> None:
+    ``dep[b]`` (kept while ``b`` has a successor to visit, or a view to visit still resolves to it) has bit
+    ``bit[G]`` set when ``b`` depends on group G; only groups holding a pointwise unit have a bit.
+    """
+
+    def __init__(self, state: PassState, blocks: _Blocks, order: array) -> None:
         self.state = state
-        self.sizes = sizes
-        self.position = position
-        self.effective: dict[Block, tuple[Block, ...]] = {}  # a view's producers, views resolved
-        self.group: dict[Block, int] = {}
-        self.dep: dict[Block, int] = {}
-        self.grouped: dict[int, list[Unit]] = {}
+        self.blocks = blocks
+        count = len(blocks.items)
+        self.position = _zeros(count)  # visiting order
+        for i, b in enumerate(order):
+            self.position[b] = i
+        self.remaining = array("q", blocks.out_degree)  # successors not visited yet
+        self.effective: dict[int, tuple[int, ...]] = {}  # a view's producers, views resolved
+        self.pins: dict[int, int] = {}  # how many kept views resolve to a block
+        self.group = array("q", [-1]) * count
+        self.dep: dict[int, int] = {}
+        self.bit: dict[int, int] = {}
+        self.next_bit = 0
+        self.bit_limit = 64
+        self.groups = 0
+        self.grouped: dict[int, list[int]] = {}
 
-    def is_view(self, b: Block) -> bool:
-        return isinstance(b, str) and self.state.g.kind[b] == RuleKind.VIEW
+    def visit(self, b: int) -> None:
+        blocks, view = self.blocks, self.blocks.view
+        preds = blocks.predecessors(b)
+        if len(preds) == 1 and not view[preds[0]]:
+            resolved: tuple[int, ...] = (preds[0],)
+        else:
+            effective = self.effective
+            resolved = tuple(dict.fromkeys(q for p in preds for q in (effective[p] if view[p] else (p,))))
+        if view[b]:
+            if self.remaining[b]:
+                self.effective[b] = resolved
+                for q in resolved:
+                    self.pins[q] = self.pins.get(q, 0) + 1
+        else:
+            self._place(b, resolved)
+        for p in preds:
+            self.remaining[p] -= 1
+            if self.remaining[p] == 0:
+                self._release(p)
 
-    def visit(self, b: Block, preds: list[Block]) -> None:
-        resolved = tuple(dict.fromkeys(q for p in preds for q in self._through_views(p)))
-        if self.is_view(b):
-            self.effective[b] = resolved
-            return
+    def _place(self, b: int, resolved: tuple[int, ...]) -> None:
         candidates = self._candidates(b, resolved)
         chosen = self._eligible_group(candidates, resolved)
-        self.group[b] = len(self.group) if chosen is None else chosen
-        if isinstance(b, Unit):
-            self.grouped.setdefault(self.group[b], []).append(b)
+        if chosen is None:
+            chosen = self.groups
+            self.groups += 1
+            if self.blocks.size[b] >= 0:  # a group only a pointwise unit starts can be asked about
+                self.bit[chosen] = self._new_bit()
+        self.group[b] = chosen
+        if self.blocks.size[b] >= 0:
+            self.grouped.setdefault(chosen, []).append(b)
             self._absorb_private_siblings(b, candidates)
-        mask = 0
-        for q in resolved:
-            mask |= self.dep[q] | (1 << self.group[q])
-        self.dep[b] = mask
+        if self.remaining[b]:
+            mask = 0
+            for q in resolved:
+                bit = self.bit.get(self.group[q])
+                mask |= self.dep[q] if bit is None else self.dep[q] | (1 << bit)
+            self.dep[b] = mask
 
-    def _through_views(self, p: Block) -> Iterator[Block]:
-        yield from self.effective[p] if self.is_view(p) else (p,)
+    def _release(self, p: int) -> None:
+        """``p``'s last successor was visited: drop what only its successors needed."""
+        if not self.blocks.view[p]:
+            if p not in self.pins:
+                self.dep.pop(p, None)
+            return
+        for q in self.effective.pop(p, ()):
+            pins = self.pins[q] - 1
+            if pins:
+                self.pins[q] = pins
+            else:
+                del self.pins[q]
+                if self.remaining[q] == 0:
+                    self.dep.pop(q, None)
 
-    def _candidates(self, b: Block, resolved: tuple[Block, ...]) -> list[Unit]:
+    def _new_bit(self) -> int:
+        if self.next_bit >= self.bit_limit:
+            self._renumber()
+        self.next_bit += 1
+        return self.next_bit - 1
+
+    def _renumber(self) -> None:
+        """Keep the bits of the groups a kept ``dep`` belongs to, renumbered from 0 in their order."""
+        kept = sorted({self.bit[G] for G in (self.group[q] for q in self.dep) if G in self.bit})
+        renumbered = {old: new for new, old in enumerate(kept)}
+        for q, mask in self.dep.items():
+            compact = 0
+            for old, new in renumbered.items():
+                if mask >> old & 1:
+                    compact |= 1 << new
+            self.dep[q] = compact
+        self.bit = {G: renumbered[old] for G, old in self.bit.items() if old in renumbered}
+        self.next_bit = len(kept)
+        self.bit_limit = 2 * len(kept) + 64
+
+    def _candidates(self, b: int, resolved: tuple[int, ...]) -> list[int]:
         """The producers ``b`` could join: pointwise units of its element count, in visiting order."""
-        if b not in self.sizes:
+        size = self.blocks.size
+        if size[b] < 0:
             return []
-        size = self.sizes[b]  # type: ignore[index]
-        if size is None:
-            return []
-        found = [p for p in resolved if isinstance(p, Unit) and p in self.sizes and self.sizes[p] == size]
-        return sorted(found, key=self.position.__getitem__)
+        found = [p for p in resolved if size[p] == size[b]]
+        if len(found) > 1:
+            found.sort(key=self.position.__getitem__)
+        return found
 
-    def _eligible_group(self, candidates: list[Unit], resolved: tuple[Block, ...]) -> int | None:
+    def _eligible_group(self, candidates: list[int], resolved: tuple[int, ...]) -> int | None:
         """The group of the first candidate that no producer of another group depends on.
 
         Producers are gathered by group; ``others[G]`` is the union of the other groups' dependencies, from
@@ -148,38 +294,43 @@ class _Grouping:
         """
         if not candidates:
             return None
+        group = self.group
+        if len(resolved) == 1:  # one producer: no other group to depend on it
+            return group[candidates[0]]
         deps_by_group: dict[int, int] = {}
         for q in resolved:
-            deps_by_group[self.group[q]] = deps_by_group.get(self.group[q], 0) | self.dep[q]
+            deps_by_group[group[q]] = deps_by_group.get(group[q], 0) | self.dep[q]
         groups = list(deps_by_group)
         before = [0] * (len(groups) + 1)
-        for i, group in enumerate(groups):
-            before[i + 1] = before[i] | deps_by_group[group]
+        for i, g in enumerate(groups):
+            before[i + 1] = before[i] | deps_by_group[g]
         others: dict[int, int] = {}
         after = 0
         for i in range(len(groups) - 1, -1, -1):
             others[groups[i]] = before[i] | after
             after |= deps_by_group[groups[i]]
         for p in candidates:
-            if not others[self.group[p]] & (1 << self.group[p]):
-                return self.group[p]
+            if not others[group[p]] >> self.bit[group[p]] & 1:
+                return group[p]
         return None
 
-    def _absorb_private_siblings(self, b: Unit, candidates: list[Unit]) -> None:
+    def _absorb_private_siblings(self, b: int, candidates: list[int]) -> None:
         """Sibling groups that feed only ``b`` (and do not depend on its group) join it."""
-        mine = self.group[b]
-        bit = 1 << mine
+        group, items = self.group, self.blocks.items
+        mine = group[b]
+        bit = 1 << self.bit[mine]
         refused: set[int] = set()
         for p in candidates:
-            other = self.group[p]
+            other = group[p]
             if other == mine or other in refused or self.dep[p] & bit:
                 continue
-            if not _private(self.grouped[other], b, self.state):
+            if not _private([items[u] for u in self.grouped[other]], items[b], self.state):  # type: ignore[misc]
                 refused.add(other)
                 continue
-            for unit in self.grouped.pop(other):
-                self.group[unit] = mine
-                self.grouped[mine].append(unit)
+            for u in self.grouped.pop(other):
+                group[u] = mine
+                self.grouped[mine].append(u)
+            del self.bit[other]  # no block is in it any more
 
 
 def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> None:
@@ -187,10 +338,8 @@ def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> No
     position = state.g.position
     units.sort(key=lambda u: min(position[n] for n in u.nodes))
     head = units[0]
-    for other in units[1:]:
-        state.merge(head, other, pattern.name, False, "Pointwise", other.out)
+    state.merge_group(head, units[1:], pattern.name, "Pointwise")
     head.anchor = min(head.nodes, key=position.__getitem__)
-    head.patterns = [name for name in head.patterns if name != pattern.name] + [pattern.name]
 
 
 def _private(units: list[Unit], consumer: Unit, state: PassState) -> bool:
