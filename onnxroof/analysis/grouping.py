@@ -35,25 +35,29 @@ def build_kernels(
     op_of = {op.id: op for op in ir.ops}
     fusion = fuse(ir, costs, profile)
     captured = graph_captured(profile)  # one graph launch per run, counted in the totals
-    kernels = tuple(
-        place_kernel(
-            kernel.id,
-            kernel.patterns,
-            kernel.node_ids,
-            tuple(op_of[n].op_type for n in kernel.node_ids),
-            kernel.cost,
-            kernel.ideal,
-            layout=kernel.layout,
-            folded=kernel.folded_nodes,
-            platform=platform,
-            precision=kernel_precision(kernel, result_of[kernel.node_ids[0]], platform),
-            launches=0 if captured else costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
-            op_class=_kernel_class(kernel, op_of),
-            cold_bytes=kernel.cost.params * cold_per_param,
-            utilization=array_utilization(platform, [op_of[n] for n in kernel.node_ids]),
+    placed = []
+    for kernel in fusion.kernels:
+        ops = [op_of[n] for n in kernel.node_ids]
+        op_types = tuple(op.op_type for op in ops)
+        placed.append(
+            place_kernel(
+                kernel.id,
+                kernel.patterns,
+                kernel.node_ids,
+                op_types,
+                kernel.cost,
+                kernel.ideal,
+                layout=kernel.layout,
+                folded=kernel.folded_nodes,
+                platform=platform,
+                precision=kernel_precision(kernel, result_of[kernel.node_ids[0]], platform),
+                launches=0 if captured else costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
+                op_class=_kernel_class(kernel, ops[0], op_types),
+                cold_bytes=kernel.cost.params * cold_per_param,
+                utilization=array_utilization(platform, ops),
+            )
         )
-        for kernel in fusion.kernels
-    )
+    kernels = tuple(placed)
     return kernels, fusion.misses
 
 
@@ -82,9 +86,7 @@ def channels_of(op) -> int | None:
     return first.shape[1]
 
 
-def _kernel_class(kernel, op_of) -> str:
-    anchor = op_of[kernel.node_ids[0]]
-    op_types = tuple(op_of[n].op_type for n in kernel.node_ids)
+def _kernel_class(kernel, anchor, op_types: tuple[str, ...]) -> str:
     return kernel_op_class(op_types, kernel.patterns, anchor.domain, anchor.attrs, channels_of(anchor))
 
 

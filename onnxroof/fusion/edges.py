@@ -112,8 +112,8 @@ def _explain_orphans(pattern: EdgePattern, state: PassState) -> None:
     anchors = "/".join(sorted(pattern.anchor))
     verb = "fold" if pattern.fold else "fuse"
     for op in g.ir.ops:
-        unit = state.single(op.id)
-        if unit is None or unit.op_type not in pattern.orphans or op.id in explained:
+        unit = state.unit_of.get(op.id)  # a single-node unit of an orphan type
+        if unit is None or unit.op_type not in pattern.orphans or len(unit.nodes) != 1 or op.id in explained:
             continue
         first = op.input(0)
         source = g.producer.get(first.name) if first is not None else None

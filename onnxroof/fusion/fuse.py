@@ -140,47 +140,65 @@ def profile_patterns(profile: str) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------- kernels
 
 
-def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> Cost:
-    """The cost of a kernel of ``nodes`` (see the module docstring): one pass over the members; the distinct
-    external reads and the escaping outputs are found per member, with the members' set built once."""
-    node_costs = g.costs
+def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Cost, bool]:
+    """The cost of a kernel of ``nodes`` (see the module docstring), and whether every member is elementwise.
+
+    One pass over the members' tensors, with the members' set built once: an input is read from outside
+    when its buffer's producer is no member (each buffer once); an output is written when :meth:`escapes`
+    says so, which a tensor read only by members answers without walking its users."""
+    ops, types, node_costs = g.ops, g.types, g.costs
     if len(nodes) == 1:
-        return node_costs[nodes[0]].cost
-    flops = macs = sum_read = sum_written = 0  # summed as sum() would (exact while integral)
+        op = ops[nodes[0]]
+        return node_costs[nodes[0]].cost, types[op.domain][op.op_type].elementwise
+    costs = [node_costs[n] for n in nodes]
+    kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
+    flops = sum(c.cost.flops for c in kept)
+    macs = sum(c.cost.macs for c in kept)
     weights: dict[str, tuple[float, float]] = {}
-    for n in nodes:
-        node_cost = node_costs[n]
-        c = node_cost.cost
-        sum_read += c.bytes_read
-        sum_written += c.bytes_written
-        if n not in folded:
-            flops += c.flops
-            macs += c.macs
-            if node_cost.weights:
-                merge_weights(weights, node_cost.weights)
+    for c in kept:
+        if c.weights:
+            merge_weights(weights, c.weights)
     params = float(sum(numel for numel, _ in weights.values()))
+    sum_read = sum(c.cost.bytes_read for c in costs)
+    sum_written = sum(c.cost.bytes_written for c in costs)
     members = set(nodes)
-    root, producer, escapes = g.root, g.producer, g.escapes
+    view_source, producer, consumers = g.index.view_source, g.producer, g.consumers
+    outputs, alias_children = g.outputs, g.alias_children
+    elementwise = True
     try:
         reads: dict[str, float] = {}
         written = 0.0
         for n in nodes:
-            op, entry = g.ops[n], g.entry(n)
-            skip = entry.config_inputs if entry is not None else frozenset()
+            op = ops[n]
+            facts = types[op.domain][op.op_type]
+            elementwise = elementwise and facts.elementwise
+            skip = facts.entry.config_inputs if facts.entry is not None else ()
             for i, t in enumerate(op.inputs):
-                if t is None or i in skip or (n in folded and t.is_constant):
+                if t is None or i in skip or (t.is_constant and n in folded):
                     continue
-                name = root(t.name)
+                name = t.name
+                if name in view_source:
+                    name = g.root(name)
                 if producer.get(name) in members or name in reads:
                     continue
                 reads[name] = t.nbytes
             for t in op.outputs:
-                if t is not None and escapes(t.name, members):
+                if t is None:
+                    continue
+                name = t.name
+                if name not in outputs and name not in alias_children:  # g.escapes' own shortcut, inline
+                    for user in consumers.get(name, ()):
+                        if user not in members:
+                            break
+                    else:
+                        continue
+                if g.escapes(name, members):
                     written += t.nbytes
         bytes_read, bytes_written = min(sum(reads.values()), sum_read), min(written, sum_written)
     except ShapeUnknown:
         bytes_read, bytes_written = sum_read, sum_written
-    return Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params)
+        elementwise = g.all_elementwise(nodes)
+    return Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params), elementwise
 
 
 def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
@@ -195,9 +213,9 @@ def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
             rest = sorted((n for n in unit.nodes if n != unit.anchor), key=g.position.__getitem__)
             nodes = [unit.anchor, *rest]
         folded = set(unit.folded)
-        cost = _kernel_cost(nodes, folded, g)
+        cost, elementwise = _kernel_cost(nodes, folded, g)
         layout = len(nodes) == 1 and g.kind(unit.anchor) == RuleKind.LAYOUT
-        free = layout or all(g.elementwise(n) for n in nodes)
+        free = layout or elementwise
         ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
         kernels.append(
             Kernel(

@@ -82,6 +82,15 @@ class FusionGraph:
         """Whether ``node`` is costed and elementwise (an elementwise rule, or a (de)quantization)."""
         return self.costed(node) and self.op_type(node).elementwise
 
+    def all_elementwise(self, members: Iterable[str]) -> bool:
+        """Whether every one of ``members`` (costed nodes: a unit's) is elementwise."""
+        ops, types = self.ops, self.types
+        for node in members:
+            op = ops[node]
+            if not types[op.domain][op.op_type].elementwise:
+                return False
+        return True
+
     def root(self, name: str) -> str:
         """The buffer a tensor aliases (through views)."""
         return self.index.root(name)
@@ -137,8 +146,8 @@ class Unit:
         self.nodes = [anchor]
         self.op_type = op_type
         self.out = out
-        self.folded: list[str] = []
-        self.patterns: list[str] = []
+        self.folded: tuple[str, ...] = ()  # few: tuples, replaced as they grow (no two lists per node)
+        self.patterns: tuple[str, ...] = ()
         self.function = False  # formed only by function patterns
         self.alive = True
 
@@ -179,14 +188,9 @@ class PassState:
 
     def merge(self, unit: Unit, other: Unit, pattern: str, fold: bool, produces: str | None, out: str | None) -> None:
         unit.nodes.extend(other.nodes)
-        if fold:
-            unit.folded.extend(other.nodes)
-        unit.folded.extend(other.folded)
-        for name in other.patterns:
-            if name not in unit.patterns:
-                unit.patterns.append(name)
-        if pattern not in unit.patterns:
-            unit.patterns.append(pattern)
+        if fold or other.folded:
+            unit.folded = (*unit.folded, *(other.nodes if fold else ()), *other.folded)
+        unit.patterns = tuple(dict.fromkeys((*unit.patterns, *other.patterns, pattern)))
         unit.op_type = produces or unit.op_type
         unit.out = out
         unit.function = False
@@ -198,15 +202,18 @@ class PassState:
         """Merge ``others`` into ``head`` at once, as :meth:`merge` would one by one (no fold; the last
         one's output is the kernel's), with ``pattern`` moved last in the patterns."""
         names = dict.fromkeys(head.patterns)
+        unit_of = self.unit_of
         for other in others:
             head.nodes.extend(other.nodes)
-            head.folded.extend(other.folded)
-            names.update(dict.fromkeys(other.patterns))
+            if other.folded:
+                head.folded = (*head.folded, *other.folded)
+            if other.patterns:
+                names.update(dict.fromkeys(other.patterns))
             other.alive = False
             for node in other.nodes:
-                self.unit_of[node] = head
+                unit_of[node] = head
         names.pop(pattern, None)
-        head.patterns = [*names, pattern]
+        head.patterns = (*names, pattern)
         head.op_type = produces
         head.out = others[-1].out
         head.function = False

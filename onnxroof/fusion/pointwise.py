@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from typing import NamedTuple
 
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
@@ -29,13 +30,16 @@ from onnxroof.fusion.patterns import PointwisePattern
 #: A kernel under construction, or the id of a node that is no kernel member.
 Block = Unit | str
 
+#: Bit positions handed out beyond twice the live groups before the bits are renumbered.
+_SLACK = 64
+
 
 def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     """Merge neighbouring elementwise-only units of equal element count, never creating a cycle."""
-    sizes = _pointwise_sizes(state)
-    if len(set(sizes.values())) == len(sizes):  # no two units of one element count: nothing could merge
+    blocks = _Blocks(state)
+    if not blocks.mergeable():  # no two pointwise units of one element count: skip the edges
         return
-    blocks = _Blocks(state, sizes)
+    blocks.connect(state)
     order = blocks.last_ready_first()
     if order is None:  # the blocks do not form a DAG (cannot happen for convex kernels): no fusion
         return
@@ -43,102 +47,100 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     for b in order:
         grouping.visit(b)
     for members in grouping.grouped.values():
-        if len(members) >= 2:
-            _merge([blocks.items[b] for b in members], pattern, state)  # type: ignore[misc]
-
-
-def _pointwise_sizes(state: PassState) -> dict[Unit, int]:
-    """Every elementwise-only unit (nothing folded into it) whose output has a static shape, and its element
-    count. (A unit of dynamic size joins no group and no unit joins it.)"""
-    g = state.g
-    tensors = g.ir.tensors
-    sizes: dict[Unit, int] = {}
-    for node, unit in state.unit_of.items():
-        if unit.anchor != node or unit.folded or unit.out is None:  # each unit once, at its anchor
-            continue
-        if not all(g.op_type(n).elementwise for n in unit.nodes):
-            continue
-        t = tensors.get(unit.out)
-        shape = t.shape if t is not None else None
-        if shape is not None and None not in shape:
-            sizes[unit] = math.prod(shape)  # type: ignore[arg-type]
-    return sizes
+        if len(members) >= 2:  # blocks are numbered in the order of their first node: sorted, the head is first
+            _merge([blocks.items[b] for b in sorted(members)], pattern, state)  # type: ignore[misc]
 
 
 def _zeros(count: int) -> array:
     return array("q", bytes(8 * count))
 
 
-def _group_by(count: int, heads: array, tails: array) -> tuple[array, array]:
-    """``tails`` grouped by ``heads`` (each in 0..count-1), in input order: ``flat[start[h]:start[h + 1]]``."""
-    start = _zeros(count + 1)
-    for h in heads:
-        start[h + 1] += 1
-    for i in range(count):
-        start[i + 1] += start[i]
-    fill = array("q", start)
-    flat = _zeros(len(heads))
-    for h, t in zip(heads, tails, strict=True):
-        flat[fill[h]] = t
-        fill[h] += 1
-    return start, flat
+class _Read(NamedTuple):
+    """A tensor an If/Loop/Scan node reads (its inputs, and what its bodies read from the enclosing scope)."""
+
+    name: str
 
 
 class _Blocks:
-    """The blocks, numbered in the order of their first node, and their data edges (implicit reads by If/Loop
-    bodies included): ``preds`` and ``succs`` as adjacency arrays, each block's successors in block order."""
+    """The blocks, numbered in the order of their first node, and (once connected) their data edges, implicit
+    reads by If/Loop bodies included: ``preds`` and ``succs`` as adjacency arrays, each block's successors in
+    block order.
 
-    def __init__(self, state: PassState, sizes: dict[Unit, int]) -> None:
+    ``size[b]``: the element count of a *pointwise* unit (elementwise-only, nothing folded into it, its
+    output's shape static), -1 for other blocks (a unit of dynamic size joins no group and no unit joins it);
+    ``view[b]``: whether ``b`` is a view node.
+    """
+
+    def __init__(self, state: PassState) -> None:
         g = state.g
-        position = g.position
+        position, types, tensors, unit_of = g.position, g.types, g.ir.tensors, state.unit_of
         self.items: list[Block] = []
-        number_at = array("q", [-1]) * len(position)  # node position -> block number
+        self.size = array("q")
+        self.view = bytearray()
+        self.number_at = number_at = array("q", [-1]) * len(position)  # node position -> block number
         for i, op in enumerate(g.ir.ops):
             if number_at[i] >= 0:
                 continue
             number = len(self.items)
-            unit = state.unit_of.get(op.id)
+            unit = unit_of.get(op.id)
             if unit is None:
                 self.items.append(op.id)
+                self.size.append(-1)
+                self.view.append(types[op.domain][op.op_type].kind == RuleKind.VIEW)
+                number_at[i] = number
+                continue
+            self.items.append(unit)
+            self.view.append(0)
+            size = -1
+            if not unit.folded and unit.out is not None:
+                single = len(unit.nodes) == 1
+                if types[op.domain][op.op_type].elementwise if single else g.all_elementwise(unit.nodes):
+                    t = tensors.get(unit.out)
+                    shape = t.shape if t is not None else None
+                    if shape is not None and None not in shape:
+                        size = math.prod(shape)  # type: ignore[arg-type]
+            self.size.append(size)
+            if len(unit.nodes) == 1:
                 number_at[i] = number
             else:
-                self.items.append(unit)
                 for node in unit.nodes:
                     number_at[position[node]] = number
+
+    def mergeable(self) -> bool:
+        """Whether two pointwise units have one element count (else nothing can merge)."""
+        sizes = [s for s in self.size if s >= 0]
+        return len(set(sizes)) < len(sizes)
+
+    def connect(self, state: PassState) -> None:
+        """Find each block's distinct producers, then each block's successors."""
+        g = state.g
+        ops, position, producer, number_at = g.ops, g.position, g.producer, self.number_at
+        control = {op.id: [] for op in g.ir.ops if op.subgraphs}  # their reads come from the index
+        if control:
+            for name, readers in g.consumers.items():
+                for node in readers:
+                    if node in control:
+                        control[node].append(_Read(name))
         count = len(self.items)
-        self.size = array("q", [-1]) * count  # a pointwise unit's element count, -1 for other blocks
-        self.view = bytearray(count)
-        for b, item in enumerate(self.items):
-            if isinstance(item, Unit):
-                self.size[b] = sizes.get(item, -1)
-            elif g.kind(item) == RuleKind.VIEW:
-                self.view[b] = 1
-        readers, producers = array("q"), array("q")
-        for name, nodes in g.consumers.items():
-            p = g.producer.get(name)
-            if p is None:
-                continue
-            bp = number_at[position[p]]
-            for node in nodes:
-                br = number_at[position[node]]
-                if br != bp:
-                    readers.append(br)
-                    producers.append(bp)
-        del number_at
-        start, flat = _group_by(count, readers, producers)
-        del readers, producers
         self.pred_start, self.preds = _zeros(count + 1), array("q")  # distinct predecessors
         self.out_degree = _zeros(count)
         seen = array("q", [-1]) * count
-        for b in range(count):
-            for j in range(start[b], start[b + 1]):
-                p = flat[j]
-                if seen[p] != b:
-                    seen[p] = b
-                    self.preds.append(p)
-                    self.out_degree[p] += 1
+        for b, item in enumerate(self.items):
+            for node in item.nodes if isinstance(item, Unit) else (item,):
+                reads = control.get(node) if control else None
+                for t in ops[node].inputs if reads is None else reads:
+                    if t is None:
+                        continue
+                    p = producer.get(t.name)
+                    if p is None:
+                        continue
+                    bp = number_at[position[p]]
+                    if bp != b and seen[bp] != b:
+                        seen[bp] = b
+                        self.preds.append(bp)
+                        self.out_degree[bp] += 1
             self.pred_start[b + 1] = len(self.preds)
-        del start, flat, seen
+        del self.number_at, seen
         self.succ_start = _zeros(count + 1)
         for b in range(count):
             self.succ_start[b + 1] = self.succ_start[b] + self.out_degree[b]
@@ -198,7 +200,7 @@ class _Grouping:
         self.dep: dict[int, int] = {}
         self.bit: dict[int, int] = {}
         self.next_bit = 0
-        self.bit_limit = 64
+        self.bit_limit = _SLACK
         self.groups = 0
         self.grouped: dict[int, list[int]] = {}
 
@@ -223,21 +225,28 @@ class _Grouping:
                 self._release(p)
 
     def _place(self, b: int, resolved: tuple[int, ...]) -> None:
-        candidates = self._candidates(b, resolved)
-        chosen = self._eligible_group(candidates, resolved)
+        size, group = self.blocks.size, self.group
+        if len(resolved) == 1:  # one producer: b joins its group if it can (a chain's common case)
+            q = resolved[0]
+            candidates = [q] if size[b] >= 0 and size[q] == size[b] else []
+            chosen = group[q] if candidates else None
+        else:
+            candidates = self._candidates(b, resolved)
+            chosen = self._eligible_group(candidates, resolved)
         if chosen is None:
             chosen = self.groups
             self.groups += 1
-            if self.blocks.size[b] >= 0:  # a group only a pointwise unit starts can be asked about
+            if size[b] >= 0:  # a group only a pointwise unit starts can be asked about
                 self.bit[chosen] = self._new_bit()
-        self.group[b] = chosen
-        if self.blocks.size[b] >= 0:
+        group[b] = chosen
+        if size[b] >= 0:
             self.grouped.setdefault(chosen, []).append(b)
-            self._absorb_private_siblings(b, candidates)
+            if len(candidates) > 1 or (candidates and group[candidates[0]] != chosen):
+                self._absorb_private_siblings(b, candidates)
         if self.remaining[b]:
             mask = 0
             for q in resolved:
-                bit = self.bit.get(self.group[q])
+                bit = self.bit.get(group[q])
                 mask |= self.dep[q] if bit is None else self.dep[q] | (1 << bit)
             self.dep[b] = mask
 
@@ -274,7 +283,7 @@ class _Grouping:
             self.dep[q] = compact
         self.bit = {G: renumbered[old] for G, old in self.bit.items() if old in renumbered}
         self.next_bit = len(kept)
-        self.bit_limit = 2 * len(kept) + 64
+        self.bit_limit = 2 * len(kept) + _SLACK
 
     def _candidates(self, b: int, resolved: tuple[int, ...]) -> list[int]:
         """The producers ``b`` could join: pointwise units of its element count, in visiting order."""
@@ -295,8 +304,6 @@ class _Grouping:
         if not candidates:
             return None
         group = self.group
-        if len(resolved) == 1:  # one producer: no other group to depend on it
-            return group[candidates[0]]
         deps_by_group: dict[int, int] = {}
         for q in resolved:
             deps_by_group[group[q]] = deps_by_group.get(group[q], 0) | self.dep[q]
@@ -334,12 +341,11 @@ class _Grouping:
 
 
 def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> None:
-    """Merge a group's units into its first (in node order), which anchors the kernel."""
-    position = state.g.position
-    units.sort(key=lambda u: min(position[n] for n in u.nodes))
+    """Merge a group's units, sorted by their first node, into the first, whose first node anchors the kernel."""
     head = units[0]
+    anchor = min(head.nodes, key=state.g.position.__getitem__)
     state.merge_group(head, units[1:], pattern.name, "Pointwise")
-    head.anchor = min(head.nodes, key=position.__getitem__)
+    head.anchor = anchor
 
 
 def _private(units: list[Unit], consumer: Unit, state: PassState) -> bool:
