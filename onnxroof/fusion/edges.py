@@ -25,11 +25,10 @@ def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
     for p in edges:
         for op_type in p.anchor:
             by_anchor.setdefault(op_type, []).append(p)
-    for op in state.g.ir.ops:
-        unit = state.unit_of.get(op.id)
-        if unit is None or not unit.alive or unit.anchor != op.id:
+    for node, unit in state.unit_of.items():  # node order; merges only rebind existing keys
+        if unit.op_type not in by_anchor or unit.anchor != node or not unit.alive:
             continue
-        progressed = unit.op_type in by_anchor
+        progressed = True
         while progressed:
             progressed = any(_apply_edge(p, unit, state) for p in by_anchor.get(unit.op_type, ()))
     for p in edges:
@@ -111,10 +110,10 @@ def _explain_orphans(pattern: EdgePattern, state: PassState) -> None:
     explained = {node for miss in state.misses if miss.pattern == pattern.name for node in miss.node_ids}
     anchors = "/".join(sorted(pattern.anchor))
     verb = "fold" if pattern.fold else "fuse"
-    for op in g.ir.ops:
-        unit = state.unit_of.get(op.id)  # a single-node unit of an orphan type
-        if unit is None or unit.op_type not in pattern.orphans or len(unit.nodes) != 1 or op.id in explained:
+    for node, unit in state.unit_of.items():  # single-node units of an orphan type, in node order
+        if unit.op_type not in pattern.orphans or len(unit.nodes) != 1 or node in explained:
             continue
+        op = g.ops[node]
         first = op.input(0)
         source = g.producer.get(first.name) if first is not None else None
         if source is None:

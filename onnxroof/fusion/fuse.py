@@ -174,7 +174,7 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
             elementwise = elementwise and facts.elementwise
             skip = facts.entry.config_inputs if facts.entry is not None else ()
             for i, t in enumerate(op.inputs):
-                if t is None or i in skip or (t.is_constant and n in folded):
+                if t is None or i in skip or (n in folded and t.is_constant):
                     continue
                 name = t.name
                 if name in view_source:
@@ -203,8 +203,7 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
 
 def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
     g = state.g
-    units = {id(u): u for u in state.unit_of.values() if u.alive}
-    ordered = sorted(units.values(), key=lambda u: g.position[u.anchor])
+    ordered = [u for node, u in state.unit_of.items() if u.anchor == node]  # each once, by anchor position
     kernels = []
     for number, unit in enumerate(ordered, start=1):
         if len(unit.nodes) == 1:
@@ -255,11 +254,16 @@ def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, 
 # ----------------------------------------------------------------------------------------------- entry
 
 
-def fuse(ir: ModelIR, node_costs: Mapping[str, NodeCost], profile: str) -> FusionResult:
-    """Group ``ir``'s costed nodes into the kernels the ``profile`` target would run (see the module docs)."""
+def fuse(
+    ir: ModelIR, node_costs: Mapping[str, NodeCost], profile: str, graph: FusionGraph | None = None
+) -> FusionResult:
+    """Group ``ir``'s costed nodes into the kernels the ``profile`` target would run (see the module docs).
+
+    ``graph``: the lookups over ``ir`` and ``node_costs`` when the caller built them already (and reads them
+    too: ids to ops and positions)."""
     enabled = set(profile_patterns(profile))
     patterns = [p for p in PATTERNS if p.name in enabled]
-    state = PassState(FusionGraph(ir, node_costs))
+    state = PassState(graph if graph is not None else FusionGraph(ir, node_costs))
     apply_functions([p for p in patterns if isinstance(p, FunctionPattern)], state)
     apply_edges([p for p in patterns if isinstance(p, EdgePattern)], state)
     for p in patterns:

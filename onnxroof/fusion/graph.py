@@ -152,8 +152,11 @@ class Unit:
         self.alive = True
 
 
+_PLAIN_DOMAINS = frozenset({"", "com.microsoft"})  # op keys without a domain prefix
+
+
 def _op_key(op: OpView) -> str:
-    return op.op_type if op.domain in ("", "com.microsoft") else f"{op.domain}::{op.op_type}"
+    return op.op_type if op.domain in _PLAIN_DOMAINS else f"{op.domain}::{op.op_type}"
 
 
 class MissRecord(NamedTuple):
@@ -170,12 +173,14 @@ class PassState:
     def __init__(self, graph: FusionGraph) -> None:
         self.g = graph
         self.unit_of: dict[str, Unit] = {}
-        costs = graph.costs
+        costs, unit_of, costed = graph.costs, self.unit_of, NodeState.COSTED
         for op in graph.ir.ops:
             cost = costs.get(op.id)
-            if cost is not None and cost.state == NodeState.COSTED:
-                out = op.outputs[0].name if op.outputs and op.outputs[0] is not None else None
-                self.unit_of[op.id] = Unit(op.id, _op_key(op), out)
+            if cost is not None and cost.state == costed:
+                outputs = op.outputs
+                out = outputs[0].name if outputs and outputs[0] is not None else None
+                key = op.op_type if op.domain in _PLAIN_DOMAINS else _op_key(op)
+                unit_of[op.id] = Unit(op.id, key, out)
         self.misses: list[MissRecord] = []
 
     def single(self, node: str) -> Unit | None:
@@ -202,16 +207,15 @@ class PassState:
         """Merge ``others`` into ``head`` at once, as :meth:`merge` would one by one (no fold; the last
         one's output is the kernel's), with ``pattern`` moved last in the patterns."""
         names = dict.fromkeys(head.patterns)
-        unit_of = self.unit_of
+        nodes = [node for other in others for node in other.nodes]
+        head.nodes.extend(nodes)
+        self.unit_of.update(dict.fromkeys(nodes, head))
         for other in others:
-            head.nodes.extend(other.nodes)
             if other.folded:
                 head.folded = (*head.folded, *other.folded)
             if other.patterns:
                 names.update(dict.fromkeys(other.patterns))
             other.alive = False
-            for node in other.nodes:
-                unit_of[node] = head
         names.pop(pattern, None)
         head.patterns = (*names, pattern)
         head.op_type = produces

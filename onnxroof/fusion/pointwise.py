@@ -20,6 +20,7 @@ costs linear time and memory, not quadratic; the decisions are those of full bit
 from __future__ import annotations
 
 import math
+import operator
 from array import array
 from typing import NamedTuple
 
@@ -37,9 +38,8 @@ _SLACK = 64
 def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     """Merge neighbouring elementwise-only units of equal element count, never creating a cycle."""
     blocks = _Blocks(state)
-    if not blocks.mergeable():  # no two pointwise units of one element count: skip the edges
+    if not blocks.mergeable():  # no two pointwise units of one element count
         return
-    blocks.connect(state)
     order = blocks.last_ready_first()
     if order is None:  # the blocks do not form a DAG (cannot happen for convex kernels): no fusion
         return
@@ -62,98 +62,139 @@ class _Read(NamedTuple):
 
 
 class _Blocks:
-    """The blocks, numbered in the order of their first node, and (once connected) their data edges, implicit
-    reads by If/Loop bodies included: ``preds`` and ``succs`` as adjacency arrays, each block's successors in
-    block order.
+    """The blocks, numbered in the order of their first node, and their data edges (implicit reads by If/Loop
+    bodies included): each block's distinct producers ``preds[pred_start[b]:pred_end[b]]``, its successors
+    ``succs[succ_start[b]:succ_start[b + 1]]`` in block order.
 
     ``size[b]``: the element count of a *pointwise* unit (elementwise-only, nothing folded into it, its
     output's shape static), -1 for other blocks (a unit of dynamic size joins no group and no unit joins it);
     ``view[b]``: whether ``b`` is a view node.
+
+    One pass over the nodes numbers the blocks and finds the producers of single-node blocks (numbered already:
+    the nodes are in topological order); those of multi-node units and control-flow nodes come after it.
     """
 
     def __init__(self, state: PassState) -> None:
         g = state.g
-        position, types, tensors, unit_of = g.position, g.types, g.ir.tensors, state.unit_of
+        position, producer, types, tensors, unit_of = g.position, g.producer, g.types, g.ir.tensors, state.unit_of
         self.items: list[Block] = []
         self.size = array("q")
         self.view = bytearray()
-        self.number_at = number_at = array("q", [-1]) * len(position)  # node position -> block number
+        self.preds = array("q")
+        self.pred_start, self.pred_end = array("q"), array("q")
+        items, sizes, views, preds, pred_start, pred_end = (
+            self.items,
+            self.size,
+            self.view,
+            self.preds,
+            self.pred_start,
+            self.pred_end,
+        )
+        number_at = array("q", [-1]) * len(position)  # node position -> block number
+        seen = array("q")  # the block whose producers are being gathered, per block (dedup)
+        later: list[int] = []  # blocks whose producers are gathered after the pass
         for i, op in enumerate(g.ir.ops):
             if number_at[i] >= 0:
                 continue
-            number = len(self.items)
+            b = len(items)
+            number_at[i] = b
+            seen.append(-1)
             unit = unit_of.get(op.id)
             if unit is None:
-                self.items.append(op.id)
-                self.size.append(-1)
-                self.view.append(types[op.domain][op.op_type].kind == RuleKind.VIEW)
-                number_at[i] = number
-                continue
-            self.items.append(unit)
-            self.view.append(0)
-            size = -1
-            if not unit.folded and unit.out is not None:
-                single = len(unit.nodes) == 1
-                if types[op.domain][op.op_type].elementwise if single else g.all_elementwise(unit.nodes):
-                    t = tensors.get(unit.out)
-                    shape = t.shape if t is not None else None
-                    if shape is not None and None not in shape:
-                        size = math.prod(shape)  # type: ignore[arg-type]
-            self.size.append(size)
-            if len(unit.nodes) == 1:
-                number_at[i] = number
+                items.append(op.id)
+                sizes.append(-1)
+                views.append(types[op.domain][op.op_type].kind == RuleKind.VIEW)
             else:
-                for node in unit.nodes:
-                    number_at[position[node]] = number
-
-    def mergeable(self) -> bool:
-        """Whether two pointwise units have one element count (else nothing can merge)."""
-        sizes = [s for s in self.size if s >= 0]
-        return len(set(sizes)) < len(sizes)
-
-    def connect(self, state: PassState) -> None:
-        """Find each block's distinct producers, then each block's successors."""
-        g = state.g
-        ops, position, producer, number_at = g.ops, g.position, g.producer, self.number_at
-        control = {op.id: [] for op in g.ir.ops if op.subgraphs}  # their reads come from the index
-        if control:
-            for name, readers in g.consumers.items():
-                for node in readers:
-                    if node in control:
-                        control[node].append(_Read(name))
-        count = len(self.items)
-        self.pred_start, self.preds = _zeros(count + 1), array("q")  # distinct predecessors
-        self.out_degree = _zeros(count)
-        seen = array("q", [-1]) * count
-        for b, item in enumerate(self.items):
-            for node in item.nodes if isinstance(item, Unit) else (item,):
-                reads = control.get(node) if control else None
-                for t in ops[node].inputs if reads is None else reads:
+                items.append(unit)
+                views.append(0)
+                size = -1  # pointwise: elementwise-only, nothing folded, a static output shape
+                if not unit.folded and unit.out is not None:
+                    single = len(unit.nodes) == 1
+                    if types[op.domain][op.op_type].elementwise if single else g.all_elementwise(unit.nodes):
+                        t = tensors.get(unit.out)
+                        shape = t.shape if t is not None else None
+                        if shape is not None and None not in shape:
+                            size = math.prod(shape)  # type: ignore[arg-type]
+                sizes.append(size)
+                if len(unit.nodes) > 1:
+                    for node in unit.nodes:
+                        number_at[position[node]] = b
+                    later.append(b)
+                    pred_start.append(0)
+                    pred_end.append(0)
+                    continue
+            first = len(preds)
+            pred_start.append(first)
+            if not op.subgraphs:
+                for t in op.inputs:
                     if t is None:
                         continue
                     p = producer.get(t.name)
                     if p is None:
                         continue
                     bp = number_at[position[p]]
+                    if bp < 0:  # a producer not numbered yet: after the pass
+                        break
                     if bp != b and seen[bp] != b:
                         seen[bp] = b
-                        self.preds.append(bp)
-                        self.out_degree[bp] += 1
-            self.pred_start[b + 1] = len(self.preds)
-        del self.number_at, seen
-        self.succ_start = _zeros(count + 1)
+                        preds.append(bp)
+                else:
+                    pred_end.append(len(preds))
+                    continue
+            del preds[first:]
+            later.append(b)
+            pred_end.append(0)
+        if later:
+            self._gather_later(later, state, number_at, seen)
+        del number_at, seen
+        count = len(items)
+        out_degree = self.out_degree = _zeros(count)
+        for p in preds:
+            out_degree[p] += 1
+        self.succ_start = succ_start = _zeros(count + 1)
         for b in range(count):
-            self.succ_start[b + 1] = self.succ_start[b] + self.out_degree[b]
-        fill = array("q", self.succ_start)
-        self.succs = _zeros(len(self.preds))
+            succ_start[b + 1] = succ_start[b] + out_degree[b]
+        fill = array("q", succ_start)
+        self.succs = succs = _zeros(len(preds))
         for b in range(count):  # ascending b: each block's successors in block order
-            for j in range(self.pred_start[b], self.pred_start[b + 1]):
-                p = self.preds[j]
-                self.succs[fill[p]] = b
+            for j in range(pred_start[b], pred_end[b]):
+                p = preds[j]
+                succs[fill[p]] = b
                 fill[p] += 1
 
-    def predecessors(self, b: int) -> array:
-        return self.preds[self.pred_start[b] : self.pred_start[b + 1]]
+    def _gather_later(self, later: list[int], state: PassState, number_at: array, seen: array) -> None:
+        """The producers of multi-node units and control-flow nodes (what their bodies read included)."""
+        g = state.g
+        control: dict[str, list[_Read]] = {}
+        for b in later:
+            item = self.items[b]
+            for node in item.nodes if isinstance(item, Unit) else (item,):
+                if g.ops[node].subgraphs:
+                    control[node] = []
+        if control:
+            for name, readers in g.consumers.items():
+                for node in readers:
+                    if node in control:
+                        control[node].append(_Read(name))
+        for b in later:
+            item = self.items[b]
+            self.pred_start[b] = len(self.preds)
+            for node in item.nodes if isinstance(item, Unit) else (item,):
+                reads = control.get(node)
+                for t in g.ops[node].inputs if reads is None else reads:
+                    p = g.producer.get(t.name) if t is not None else None
+                    if p is None:
+                        continue
+                    bp = number_at[g.position[p]]
+                    if bp != b and seen[bp] != -2 - b:  # a mark apart from the pass's
+                        seen[bp] = -2 - b
+                        self.preds.append(bp)
+            self.pred_end[b] = len(self.preds)
+
+    def mergeable(self) -> bool:
+        """Whether two pointwise units have one element count (else nothing can merge)."""
+        sizes = [s for s in self.size if s >= 0]
+        return len(set(sizes)) < len(sizes)
 
     def last_ready_first(self) -> array | None:
         """A topological order of the blocks that visits the block made ready last first (a stack); None on a
@@ -165,8 +206,8 @@ class _Blocks:
         """
         count = len(self.items)
         start, succs = self.succ_start, self.succs
-        waiting = array("q", (self.pred_start[b + 1] - self.pred_start[b] for b in range(count)))
-        ready = [b for b in range(count) if waiting[b] == 0]
+        waiting = array("q", map(operator.sub, self.pred_end, self.pred_start))
+        ready = [b for b, n in enumerate(waiting) if n == 0]
         order = array("q")
         while ready:
             b = ready.pop()
@@ -205,24 +246,30 @@ class _Grouping:
         self.grouped: dict[int, list[int]] = {}
 
     def visit(self, b: int) -> None:
-        blocks, view = self.blocks, self.blocks.view
-        preds = blocks.predecessors(b)
-        if len(preds) == 1 and not view[preds[0]]:
-            resolved: tuple[int, ...] = (preds[0],)
+        blocks, view, remaining = self.blocks, self.blocks.view, self.remaining
+        first, end = blocks.pred_start[b], blocks.pred_end[b]
+        if end - first == 1:  # one producer (a chain's common case)
+            p = blocks.preds[first]
+            preds: tuple[int, ...] | array = (p,)
+            resolved = self.effective[p] if view[p] else (p,)
         else:
+            preds = blocks.preds[first:end]
             effective = self.effective
             resolved = tuple(dict.fromkeys(q for p in preds for q in (effective[p] if view[p] else (p,))))
         if view[b]:
-            if self.remaining[b]:
+            if remaining[b]:
                 self.effective[b] = resolved
                 for q in resolved:
                     self.pins[q] = self.pins.get(q, 0) + 1
         else:
             self._place(b, resolved)
         for p in preds:
-            self.remaining[p] -= 1
-            if self.remaining[p] == 0:
-                self._release(p)
+            remaining[p] -= 1
+            if remaining[p] == 0:  # p's last successor was visited: drop what only they needed
+                if view[p] or p in self.pins:
+                    self._release(p)
+                else:
+                    self.dep.pop(p, None)
 
     def _place(self, b: int, resolved: tuple[int, ...]) -> None:
         size, group = self.blocks.size, self.group
@@ -238,9 +285,10 @@ class _Grouping:
             self.groups += 1
             if size[b] >= 0:  # a group only a pointwise unit starts can be asked about
                 self.bit[chosen] = self._new_bit()
+                self.grouped[chosen] = []
         group[b] = chosen
         if size[b] >= 0:
-            self.grouped.setdefault(chosen, []).append(b)
+            self.grouped[chosen].append(b)
             if len(candidates) > 1 or (candidates and group[candidates[0]] != chosen):
                 self._absorb_private_siblings(b, candidates)
         if self.remaining[b]:
