@@ -320,14 +320,18 @@ class _Grouping:
         return self.next_bit - 1
 
     def _renumber(self) -> None:
-        """Keep the bits of the groups a kept ``dep`` belongs to, renumbered from 0 in their order."""
+        """Keep the bits of the groups a kept ``dep`` belongs to, renumbered from 0 in their order. Each mask is
+        rebuilt from its set bits, so the cost follows the dependencies held, not blocks × groups."""
         kept = sorted({self.bit[G] for G in (self.group[q] for q in self.dep) if G in self.bit})
         renumbered = {old: new for new, old in enumerate(kept)}
         for q, mask in self.dep.items():
             compact = 0
-            for old, new in renumbered.items():
-                if mask >> old & 1:
+            while mask:
+                low = mask & -mask
+                new = renumbered.get(low.bit_length() - 1)
+                if new is not None:
                     compact |= 1 << new
+                mask ^= low
             self.dep[q] = compact
         self.bit = {G: renumbered[old] for G, old in self.bit.items() if old in renumbered}
         self.next_bit = len(kept)
