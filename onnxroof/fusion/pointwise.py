@@ -12,9 +12,11 @@ prefix and suffix unions of the other groups' dependencies.
 
 The bitsets stay small: only a group holding a pointwise unit can be asked about (the others get no bit), a
 block's ``dep`` is kept only while a successor is still to be visited, and when the bit positions handed out
-outgrow twice the groups still held, the groups no kept ``dep`` belongs to are dropped and the bits renumbered
-(no later question can name them). So a graph whose groups stay apart (a long chain of Relu and Transpose)
-costs linear time and memory, not quadratic; the decisions are those of full bitsets.
+outgrow twice the groups still held plus the masks kept (so that renumbering costs a constant per new bit),
+the groups no kept ``dep`` belongs to are dropped and the bits renumbered (no later question can name them).
+So a graph whose groups stay apart (a long chain of Relu and Transpose) costs linear time and memory, not
+quadratic; the decisions are those of full bitsets. (A graph keeping n blocks waiting while groups come and go
+still holds up to n bits per mask, as full bitsets would.)
 """
 
 from __future__ import annotations
@@ -335,7 +337,8 @@ class _Grouping:
             self.dep[q] = compact
         self.bit = {G: renumbered[old] for G, old in self.bit.items() if old in renumbered}
         self.next_bit = len(kept)
-        self.bit_limit = 2 * len(kept) + _SLACK
+        # the next renumbering costs about the kept masks: wait for as many new bits (amortized constant)
+        self.bit_limit = 2 * len(kept) + len(self.dep) + _SLACK
 
     def _candidates(self, b: int, resolved: tuple[int, ...]) -> list[int]:
         """The producers ``b`` could join: pointwise units of its element count, in visiting order."""
