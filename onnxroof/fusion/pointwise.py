@@ -80,10 +80,11 @@ class _Blocks:
         g = state.g
         position, producer, types, tensors, unit_of = g.position, g.producer, g.types, g.ir.tensors, state.unit_of
         self.items: list[Block] = []
-        self.size = array("q")
-        self.view = bytearray()
+        n = len(position)  # at most one block per node: the arrays are cut to the blocks afterwards
+        self.size = array("q", [-1]) * n
+        self.view = bytearray(n)
         self.preds = array("q")
-        self.pred_start, self.pred_end = array("q"), array("q")
+        self.pred_start, self.pred_end = _zeros(n), _zeros(n)
         items, sizes, views, preds, pred_start, pred_end = (
             self.items,
             self.size,
@@ -92,41 +93,36 @@ class _Blocks:
             self.pred_start,
             self.pred_end,
         )
-        number_at = array("q", [-1]) * len(position)  # node position -> block number
-        seen = array("q")  # the block whose producers are being gathered, per block (dedup)
+        number_at = array("q", [-1]) * n  # node position -> block number
+        seen = array("q", [-1]) * n  # the block whose producers are being gathered, per block (dedup)
         later: list[int] = []  # blocks whose producers are gathered after the pass
+        b = -1
         for i, op in enumerate(g.ir.ops):
             if number_at[i] >= 0:
                 continue
-            b = len(items)
+            b += 1
             number_at[i] = b
-            seen.append(-1)
             unit = unit_of.get(op.id)
             if unit is None:
                 items.append(op.id)
-                sizes.append(-1)
-                views.append(types[op.domain][op.op_type].kind == RuleKind.VIEW)
+                views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
             else:
                 items.append(unit)
-                views.append(0)
-                size = -1  # pointwise: elementwise-only, nothing folded, a static output shape
-                if not unit.folded and unit.out is not None:
-                    single = len(unit.nodes) == 1
-                    if types[op.domain][op.op_type].elementwise if single else g.all_elementwise(unit.nodes):
-                        t = tensors.get(unit.out)
-                        shape = t.shape if t is not None else None
-                        if shape is not None and None not in shape:
-                            size = math.prod(shape)  # type: ignore[arg-type]
-                sizes.append(size)
-                if len(unit.nodes) > 1:
+                single = len(unit.nodes) == 1
+                pointwise = not unit.folded and unit.out is not None  # elementwise-only, a static shape
+                if pointwise and (
+                    types[op.domain][op.op_type].elementwise if single else g.all_elementwise(unit.nodes)
+                ):
+                    t = tensors.get(unit.out)
+                    shape = t.shape if t is not None else None
+                    if shape is not None and None not in shape:
+                        sizes[b] = math.prod(shape)  # type: ignore[arg-type]
+                if not single:
                     for node in unit.nodes:
                         number_at[position[node]] = b
                     later.append(b)
-                    pred_start.append(0)
-                    pred_end.append(0)
                     continue
-            first = len(preds)
-            pred_start.append(first)
+            first = pred_start[b] = len(preds)
             if not op.subgraphs:
                 for t in op.inputs:
                     if t is None:
@@ -141,15 +137,16 @@ class _Blocks:
                         seen[bp] = b
                         preds.append(bp)
                 else:
-                    pred_end.append(len(preds))
+                    pred_end[b] = len(preds)
                     continue
             del preds[first:]
             later.append(b)
-            pred_end.append(0)
+        count = len(items)
+        for cut in (sizes, views, pred_start, pred_end):
+            del cut[count:]
         if later:
             self._gather_later(later, state, number_at, seen)
         del number_at, seen
-        count = len(items)
         out_degree = self.out_degree = _zeros(count)
         for p in preds:
             out_degree[p] += 1
