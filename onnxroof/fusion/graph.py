@@ -37,8 +37,8 @@ class FusionGraph:
     """Read-only lookups over the IR, built once per call.
 
     Per node it keeps only ``ops`` (id → op) and ``position`` (id → topological index); what depends on the op
-    type (rule entry, kind, elementwise) is looked up per type (:meth:`entry`, :meth:`kind`,
-    :meth:`elementwise`), and which nodes are costed is the node costs' own state (:meth:`costed`).
+    type (rule entry, kind, elementwise) is kept once per type in ``types`` (:meth:`entry`, :meth:`kind`,
+    :meth:`all_elementwise`); which nodes are costed is the node costs' own state.
     """
 
     def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost]) -> None:
@@ -73,14 +73,6 @@ class FusionGraph:
     def kind(self, node: str) -> str:
         """``node``'s rule kind ("" without a rule)."""
         return self.op_type(node).kind
-
-    def costed(self, node: str) -> bool:
-        cost = self.costs.get(node)
-        return cost is not None and cost.state == NodeState.COSTED
-
-    def elementwise(self, node: str) -> bool:
-        """Whether ``node`` is costed and elementwise (an elementwise rule, or a (de)quantization)."""
-        return self.costed(node) and self.op_type(node).elementwise
 
     def all_elementwise(self, members: Iterable[str]) -> bool:
         """Whether every one of ``members`` (costed nodes: a unit's) is elementwise."""
