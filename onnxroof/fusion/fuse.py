@@ -173,8 +173,11 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
             facts = types[op.domain][op.op_type]
             elementwise = elementwise and facts.elementwise
             skip = facts.entry.config_inputs if facts.entry is not None else ()
-            for i, t in enumerate(op.inputs):
-                if t is None or i in skip or (n in folded and t.is_constant):
+            inputs = op.inputs
+            if skip or (folded and n in folded):  # config inputs are not charged, nor a folded member's constants
+                inputs = tuple(t for i, t in enumerate(inputs) if i not in skip and not (n in folded and t.is_constant))
+            for t in inputs:
+                if t is None:
                     continue
                 name = t.name
                 if name in view_source:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import operator
 from array import array
+from collections.abc import Callable
 from typing import NamedTuple
 
 from onnxroof.core.states import RuleKind
@@ -42,12 +43,9 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     blocks = _Blocks(state)
     if not blocks.mergeable():  # no two pointwise units of one element count
         return
-    order = blocks.last_ready_first()
-    if order is None:  # the blocks do not form a DAG (cannot happen for convex kernels): no fusion
-        return
-    grouping = _Grouping(state, blocks, order)
-    for b in order:
-        grouping.visit(b)
+    grouping = _Grouping(state, blocks)
+    if not blocks.visit_last_ready_first(grouping.visit):  # not a DAG (cannot happen for convex kernels)
+        return  # no fusion
     for members in grouping.grouped.values():
         if len(members) >= 2:  # blocks are numbered in the order of their first node: sorted, the head is first
             _merge([blocks.items[b] for b in sorted(members)], pattern, state)  # type: ignore[misc]
@@ -195,28 +193,28 @@ class _Blocks:
         sizes = [s for s in self.size if s >= 0]
         return len(set(sizes)) < len(sizes)
 
-    def last_ready_first(self) -> array | None:
-        """A topological order of the blocks that visits the block made ready last first (a stack); None on a
-        cycle.
+    def visit_last_ready_first(self, visit: Callable[[int], None]) -> bool:
+        """Visit the blocks in a topological order that takes the block made ready last first (a stack);
+        False on a cycle (some blocks never visited).
 
         This order decides which producer a unit joins when several could take it (the earliest visited), so
         it is kept as is: ordering blocks by a fixed key (their first node) changes the kernels of some graphs
         (a Sigmoid feeding both an Add and a graph output).
         """
-        count = len(self.items)
         start, succs = self.succ_start, self.succs
         waiting = array("q", map(operator.sub, self.pred_end, self.pred_start))
         ready = [b for b, n in enumerate(waiting) if n == 0]
-        order = array("q")
+        visited = 0
         while ready:
             b = ready.pop()
-            order.append(b)
+            visit(b)
+            visited += 1
             for j in range(start[b], start[b + 1]):
                 s = succs[j]
                 waiting[s] -= 1
                 if waiting[s] == 0:
                     ready.append(s)
-        return order if len(order) == count else None
+        return visited == len(self.items)
 
 
 class _Grouping:
@@ -226,13 +224,12 @@ class _Grouping:
     ``bit[G]`` set when ``b`` depends on group G; only groups holding a pointwise unit have a bit.
     """
 
-    def __init__(self, state: PassState, blocks: _Blocks, order: array) -> None:
+    def __init__(self, state: PassState, blocks: _Blocks) -> None:
         self.state = state
         self.blocks = blocks
         count = len(blocks.items)
         self.position = _zeros(count)  # visiting order
-        for i, b in enumerate(order):
-            self.position[b] = i
+        self.visited = 0
         self.remaining = array("q", blocks.out_degree)  # successors not visited yet
         self.effective: dict[int, tuple[int, ...]] = {}  # a view's producers, views resolved
         self.pins: dict[int, int] = {}  # how many kept views resolve to a block
@@ -246,6 +243,8 @@ class _Grouping:
 
     def visit(self, b: int) -> None:
         blocks, view, remaining = self.blocks, self.blocks.view, self.remaining
+        self.position[b] = self.visited
+        self.visited += 1
         first, end = blocks.pred_start[b], blocks.pred_end[b]
         if end - first == 1:  # one producer (a chain's common case)
             p = blocks.preds[first]
