@@ -1,6 +1,6 @@
 """Memory and time at scale: a model with its weights inside the file, and a graph of a million nodes.
 
-``python benchmarks/bench_scale.py [--weights-mb 438] [--nodes 1000000] [--only embedded|chain] [--profile]``
+``python benchmarks/bench_scale.py [--weights-mb 438] [--nodes 1000000] [--only embedded|chain|apart] [--profile]``
 
 * **embedded weights**: a BERT-base-sized file (438 MB by default) whose weights sit inside the protobuf (four
   float32 MatMul weights). ``onnxroof.analyze`` runs in a fresh interpreter; the figures are its peak resident
@@ -9,6 +9,10 @@
 * **1M-node chain**: ``x`` through ``--nodes`` cheap elementwise ops (``Relu``, ``Neg``, ``Abs`` in turn, each
   ``[1, 16]``), analyzed in a fresh interpreter: wall time, peak memory and memory per node; the target is
   ≤ 60 s and ≤ 3 GB. ``--profile`` prints the top functions of a cProfile run of the chain instead.
+* **a chain that stays apart** (``--only apart``, not run by default): ``Relu`` and ``Transpose`` in turn
+  (``[1, 16]``, ``[16, 1]``...), so no two neighbours fuse and every ``Relu`` starts a pointwise group of its
+  own; the same figures. Before pointwise fusion kept its dependency bitsets to the groups still in reach,
+  they grew with the number of groups (quadratic: 100 MB of bitsets at 40k nodes, 62 GB at 1M).
 
 Each figure comes from a subprocess (so peaks do not mix); ``PYTHONPATH`` chooses the onnxroof measured,
 which is how the before/after figures of docs/performance.md were taken. The temporary folder is removed at
@@ -89,6 +93,27 @@ def chain_model(folder: Path, count: int) -> Path:
     return path
 
 
+def apart_model(folder: Path, count: int) -> Path:
+    """``count`` ops, ``Relu`` and ``Transpose`` in turn: ``[1, 16]``, ``[16, 1]``, ``[1, 16]``..."""
+    nodes = [
+        helper.make_node("Relu", [f"t{i - 1}" if i else "x"], [f"t{i}"], name=f"n{i}")
+        if i % 2 == 0
+        else helper.make_node("Transpose", [f"t{i - 1}"], [f"t{i}"], name=f"n{i}", perm=[1, 0])
+        for i in range(count)
+    ]
+    nodes[-1].output[0] = "y"
+    shape = [1, 16] if count % 2 == 0 else [16, 1]
+    graph = helper.make_graph(
+        nodes,
+        "apart",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    path = folder / "apart.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 def measure(path: Path) -> dict:
     result = subprocess.run(
         [sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, env=os.environ.copy()
@@ -116,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weights-mb", type=float, default=438.0, help="embedded weights, MB (default 438)")
     parser.add_argument("--nodes", type=int, default=1_000_000, help="nodes of the chain (default 1,000,000)")
-    parser.add_argument("--only", choices=("embedded", "chain"), help="run one of the two")
+    parser.add_argument(
+        "--only", choices=("embedded", "chain", "apart"), help="run one of them (apart runs only when named)"
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the chain instead of timing it")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="onnxroof-scale-") as name:
@@ -143,6 +170,17 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{args.nodes:,}-node chain: file {path.stat().st_size / 1e6:.0f} MB (built in {built:.0f} s); "
                 f"analyze {figures['seconds']:.1f} s, peak RSS {peak / 1e9:.2f} GB "
+                f"({peak / args.nodes / 1e3:.1f} KB per node)"
+            )
+        if args.only == "apart":
+            start = time.perf_counter()
+            path = apart_model(folder, args.nodes)
+            built = time.perf_counter() - start
+            figures = measure(path)
+            peak = figures["peak_kb"] * 1024
+            print(
+                f"{args.nodes:,}-node chain kept apart (Relu, Transpose): file {path.stat().st_size / 1e6:.0f} MB "
+                f"(built in {built:.0f} s); analyze {figures['seconds']:.1f} s, peak RSS {peak / 1e9:.2f} GB "
                 f"({peak / args.nodes / 1e3:.1f} KB per node)"
             )
     return 0

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from onnxroof.core.ir import ModelIR
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.fusion.fuse import Kernel, Miss, fuse
+from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import kernel_op_class, resolve_precision
@@ -24,6 +25,8 @@ def build_kernels(
 ) -> tuple[tuple[KernelResult, ...], tuple[Miss, ...]]:
     """Kernels of ``profile`` placed on ``platform``'s roofline, and the candidates that did not fuse.
 
+    ``results`` and ``node_costs``: one per op of ``ir``, in the order of ``ir.ops``.
+
     A kernel computes at its anchor's precision (a QDQ kernel at int8: :func:`kernel_precision`) and takes the
     efficiency class of the op the runtime runs for it (:func:`onnxroof.roofline.classify.kernel_op_class`); it launches
     once, except a lone control-flow node, which launches its body's kernels each iteration. ``cold_per_param``
@@ -31,29 +34,35 @@ def build_kernels(
     see :func:`cold_weight_bytes`).
     """
     costs = {op.id: node_cost for op, node_cost in zip(ir.ops, node_costs, strict=True)}
-    result_of = {r.id: r for r in results}
-    op_of = {op.id: op for op in ir.ops}
-    fusion = fuse(ir, costs, profile)
+    if len(results) != len(ir.ops):
+        raise ValueError(f"{len(results)} node results for {len(ir.ops)} ops")
+    graph = FusionGraph(ir, costs)
+    op_of, position = graph.ops, graph.position
+    fusion = fuse(ir, costs, profile, graph)
     captured = graph_captured(profile)  # one graph launch per run, counted in the totals
-    kernels = tuple(
-        place_kernel(
-            kernel.id,
-            kernel.patterns,
-            kernel.node_ids,
-            tuple(op_of[n].op_type for n in kernel.node_ids),
-            kernel.cost,
-            kernel.ideal,
-            layout=kernel.layout,
-            folded=kernel.folded_nodes,
-            platform=platform,
-            precision=kernel_precision(kernel, result_of[kernel.node_ids[0]], platform),
-            launches=0 if captured else costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
-            op_class=_kernel_class(kernel, op_of),
-            cold_bytes=kernel.cost.params * cold_per_param,
-            utilization=array_utilization(platform, [op_of[n] for n in kernel.node_ids]),
+    placed = []
+    for kernel in fusion.kernels:
+        ops = [op_of[n] for n in kernel.node_ids]
+        op_types = tuple(op.op_type for op in ops)
+        placed.append(
+            place_kernel(
+                kernel.id,
+                kernel.patterns,
+                kernel.node_ids,
+                op_types,
+                kernel.cost,
+                kernel.ideal,
+                layout=kernel.layout,
+                folded=kernel.folded_nodes,
+                platform=platform,
+                precision=kernel_precision(kernel, results[position[kernel.node_ids[0]]], platform),
+                launches=0 if captured else costs[kernel.node_ids[0]].launches if len(kernel.node_ids) == 1 else 1,
+                op_class=_kernel_class(kernel, ops[0], op_types),
+                cold_bytes=kernel.cost.params * cold_per_param,
+                utilization=array_utilization(platform, ops),
+            )
         )
-        for kernel in fusion.kernels
-    )
+    kernels = tuple(placed)
     return kernels, fusion.misses
 
 
@@ -82,9 +91,7 @@ def channels_of(op) -> int | None:
     return first.shape[1]
 
 
-def _kernel_class(kernel, op_of) -> str:
-    anchor = op_of[kernel.node_ids[0]]
-    op_types = tuple(op_of[n].op_type for n in kernel.node_ids)
+def _kernel_class(kernel, anchor, op_types: tuple[str, ...]) -> str:
     return kernel_op_class(op_types, kernel.patterns, anchor.domain, anchor.attrs, channels_of(anchor))
 
 

@@ -21,13 +21,16 @@ def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
     """Grow every unit by ``edges`` (anchors in topological order), then explain the orphans."""
     if not edges:
         return
-    for op in state.g.ir.ops:
-        unit = state.unit_of.get(op.id)
-        if unit is None or not unit.alive or unit.anchor != op.id:
+    by_anchor: dict[str, list[EdgePattern]] = {}  # op type -> the patterns it anchors, in order
+    for p in edges:
+        for op_type in p.anchor:
+            by_anchor.setdefault(op_type, []).append(p)
+    for node, unit in state.unit_of.items():  # node order; merges only rebind existing keys
+        if unit.op_type not in by_anchor or unit.anchor != node or not unit.alive:
             continue
         progressed = True
         while progressed:
-            progressed = any(unit.op_type in p.anchor and _apply_edge(p, unit, state) for p in edges)
+            progressed = any(_apply_edge(p, unit, state) for p in by_anchor.get(unit.op_type, ()))
     for p in edges:
         if p.orphans:
             _explain_orphans(p, state)
@@ -82,7 +85,7 @@ def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
     """Absorb the producer of any member's input, read through views (its output is the buffer they alias)."""
     g = state.g
     for node in list(unit.nodes):
-        entry = g.entries[node]
+        entry = g.entry(node)
         skip = entry.config_inputs if entry is not None else frozenset()
         for i, t in enumerate(g.ops[node].inputs):
             if t is None or i in skip:
@@ -107,10 +110,10 @@ def _explain_orphans(pattern: EdgePattern, state: PassState) -> None:
     explained = {node for miss in state.misses if miss.pattern == pattern.name for node in miss.node_ids}
     anchors = "/".join(sorted(pattern.anchor))
     verb = "fold" if pattern.fold else "fuse"
-    for op in g.ir.ops:
-        unit = state.single(op.id)
-        if unit is None or unit.op_type not in pattern.orphans or op.id in explained:
+    for node, unit in state.unit_of.items():  # single-node units of an orphan type, in node order
+        if unit.op_type not in pattern.orphans or len(unit.nodes) != 1 or node in explained:
             continue
+        op = g.ops[node]
         first = op.input(0)
         source = g.producer.get(first.name) if first is not None else None
         if source is None:

@@ -140,54 +140,84 @@ def profile_patterns(profile: str) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------- kernels
 
 
-def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> Cost:
-    costs = [g.costs[n].cost for n in nodes]
+def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Cost, bool]:
+    """The cost of a kernel of ``nodes`` (see the module docstring), and whether every member is elementwise.
+
+    One pass over the members' tensors, with the members' set built once: an input is read from outside
+    when its buffer's producer is no member (each buffer once); an output is written when :meth:`escapes`
+    says so, which a tensor read only by members answers without walking its users."""
+    ops, types, node_costs = g.ops, g.types, g.costs
     if len(nodes) == 1:
-        return costs[0]
-    flops = sum(c.flops for n, c in zip(nodes, costs, strict=True) if n not in folded)
-    macs = sum(c.macs for n, c in zip(nodes, costs, strict=True) if n not in folded)
+        op = ops[nodes[0]]
+        return node_costs[nodes[0]].cost, types[op.domain][op.op_type].elementwise
+    costs = [node_costs[n] for n in nodes]
+    kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
+    flops = sum(c.cost.flops for c in kept)
+    macs = sum(c.cost.macs for c in kept)
     weights: dict[str, tuple[float, float]] = {}
-    for n in nodes:
-        if n not in folded:
-            merge_weights(weights, g.costs[n].weights)
+    for c in kept:
+        if c.weights:
+            merge_weights(weights, c.weights)
     params = float(sum(numel for numel, _ in weights.values()))
-    sum_read = sum(c.bytes_read for c in costs)
-    sum_written = sum(c.bytes_written for c in costs)
+    sum_read = sum(c.cost.bytes_read for c in costs)
+    sum_written = sum(c.cost.bytes_written for c in costs)
     members = set(nodes)
+    view_source, producer, consumers = g.index.view_source, g.producer, g.consumers
+    outputs, alias_children = g.outputs, g.alias_children
+    elementwise = True
     try:
         reads: dict[str, float] = {}
         written = 0.0
         for n in nodes:
-            op, entry = g.ops[n], g.entries[n]
-            skip = entry.config_inputs if entry is not None else frozenset()
-            for i, t in enumerate(op.inputs):
-                if t is None or i in skip or (n in folded and t.is_constant):
+            op = ops[n]
+            facts = types[op.domain][op.op_type]
+            elementwise = elementwise and facts.elementwise
+            skip = facts.entry.config_inputs if facts.entry is not None else ()
+            inputs = op.inputs
+            if skip or (folded and n in folded):  # config inputs are not charged, nor a folded member's constants
+                inputs = tuple(t for i, t in enumerate(inputs) if i not in skip and not (n in folded and t.is_constant))
+            for t in inputs:
+                if t is None:
                     continue
-                root = g.root(t.name)
-                if g.producer.get(root) in members or root in reads:
+                name = t.name
+                if name in view_source:
+                    name = g.root(name)
+                if producer.get(name) in members or name in reads:
                     continue
-                reads[root] = t.nbytes
+                reads[name] = t.nbytes
             for t in op.outputs:
-                if t is not None and g.escapes(t.name, members):
+                if t is None:
+                    continue
+                name = t.name
+                if name not in outputs and name not in alias_children:  # g.escapes' own shortcut, inline
+                    for user in consumers.get(name, ()):
+                        if user not in members:
+                            break
+                    else:
+                        continue
+                if g.escapes(name, members):
                     written += t.nbytes
         bytes_read, bytes_written = min(sum(reads.values()), sum_read), min(written, sum_written)
     except ShapeUnknown:
         bytes_read, bytes_written = sum_read, sum_written
-    return Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params)
+        elementwise = g.all_elementwise(nodes)
+    return Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params), elementwise
 
 
 def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
     g = state.g
-    units = {id(u): u for u in state.unit_of.values() if u.alive}
-    ordered = sorted(units.values(), key=lambda u: g.position[u.anchor])
+    ordered = [u for node, u in state.unit_of.items() if u.anchor == node]  # each once, by anchor position
     kernels = []
     for number, unit in enumerate(ordered, start=1):
-        rest = sorted((n for n in unit.nodes if n != unit.anchor), key=g.position.__getitem__)
-        nodes = [unit.anchor, *rest]
+        if len(unit.nodes) == 1:
+            nodes = unit.nodes
+        else:
+            rest = sorted((n for n in unit.nodes if n != unit.anchor), key=g.position.__getitem__)
+            nodes = [unit.anchor, *rest]
         folded = set(unit.folded)
-        cost = _kernel_cost(nodes, folded, g)
-        layout = len(nodes) == 1 and g.kind[unit.anchor] == RuleKind.LAYOUT
-        free = layout or all(n in g.elementwise for n in nodes)
+        cost, elementwise = _kernel_cost(nodes, folded, g)
+        layout = len(nodes) == 1 and g.kind(unit.anchor) == RuleKind.LAYOUT
+        free = layout or elementwise
         ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
         kernels.append(
             Kernel(
@@ -197,7 +227,7 @@ def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
                 cost=cost,
                 ideal=ideal,
                 layout=layout,
-                folded_nodes=tuple(n for n in nodes if n in folded),
+                folded_nodes=tuple(n for n in nodes if n in folded) if folded else (),
             )
         )
     return tuple(kernels)
@@ -227,11 +257,16 @@ def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, 
 # ----------------------------------------------------------------------------------------------- entry
 
 
-def fuse(ir: ModelIR, node_costs: Mapping[str, NodeCost], profile: str) -> FusionResult:
-    """Group ``ir``'s costed nodes into the kernels the ``profile`` target would run (see the module docs)."""
+def fuse(
+    ir: ModelIR, node_costs: Mapping[str, NodeCost], profile: str, graph: FusionGraph | None = None
+) -> FusionResult:
+    """Group ``ir``'s costed nodes into the kernels the ``profile`` target would run (see the module docs).
+
+    ``graph``: the lookups over ``ir`` and ``node_costs`` when the caller built them already (and reads them
+    too: ids to ops and positions)."""
     enabled = set(profile_patterns(profile))
     patterns = [p for p in PATTERNS if p.name in enabled]
-    state = PassState(FusionGraph(ir, node_costs))
+    state = PassState(graph if graph is not None else FusionGraph(ir, node_costs))
     apply_functions([p for p in patterns if isinstance(p, FunctionPattern)], state)
     apply_edges([p for p in patterns if isinstance(p, EdgePattern)], state)
     for p in patterns:

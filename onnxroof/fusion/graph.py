@@ -25,33 +25,63 @@ _ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 # ------------------------------------------------------------------------------------ the graph context
 
 
+class _OpType(NamedTuple):
+    """What the pass needs to know about an op type (shared by every node of that type)."""
+
+    entry: RuleEntry | None
+    kind: str  # the rule's kind, "" without a rule
+    elementwise: bool  # an elementwise rule, or a (de)quantization (``_ELEMENTWISE_OPS``)
+
+
 class FusionGraph:
-    """Read-only lookups over the IR, built once per call."""
+    """Read-only lookups over the IR, built once per call.
+
+    Per node it keeps only ``ops`` (id → op) and ``position`` (id → topological index); what depends on the op
+    type (rule entry, kind, elementwise) is kept once per type in ``types`` (:meth:`entry`, :meth:`kind`,
+    :meth:`all_elementwise`); which nodes are costed is the node costs' own state.
+    """
 
     def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost]) -> None:
         self.ir = ir
         self.costs = node_costs
         self.ops: dict[str, OpView] = {op.id: op for op in ir.ops}
         self.position: dict[str, int] = {op.id: i for i, op in enumerate(ir.ops)}
-        self.entries: dict[str, RuleEntry | None] = {}
-        self.costed: set[str] = set()
-        self.elementwise: set[str] = set()
-        self.kind: dict[str, str] = {}
+        self.types: dict[str, dict[str, _OpType]] = {}  # domain -> op_type -> facts
+        for op in ir.ops:
+            by_type = self.types.get(op.domain)
+            if by_type is None:
+                by_type = self.types[op.domain] = {}
+            if op.op_type not in by_type:
+                entry = lookup(op.domain, op.op_type)
+                elementwise = entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS)
+                by_type[op.op_type] = _OpType(entry, entry.kind if entry is not None else "", elementwise)
         self.index = graph_index(ir)
         self.producer: Mapping[str, str] = self.index.producer
         self.consumers: Mapping[str, tuple[str, ...]] = self.index.consumers
         self.alias_children: Mapping[str, tuple[str, ...]] = self.index.view_children
         self.outputs = frozenset(ir.graph_outputs)
-        for op in ir.ops:
-            entry = lookup(op.domain, op.op_type)
-            self.entries[op.id] = entry
-            self.kind[op.id] = entry.kind if entry is not None else ""
-            cost = node_costs.get(op.id)
-            if cost is not None and cost.state == NodeState.COSTED:
-                self.costed.add(op.id)
-                if entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS):
-                    self.elementwise.add(op.id)
         self._users: dict[str, tuple[tuple[str, ...], bool]] = {}
+
+    def op_type(self, node: str) -> _OpType:
+        op = self.ops[node]
+        return self.types[op.domain][op.op_type]
+
+    def entry(self, node: str) -> RuleEntry | None:
+        """The rule costing ``node`` (None without one)."""
+        return self.op_type(node).entry
+
+    def kind(self, node: str) -> str:
+        """``node``'s rule kind ("" without a rule)."""
+        return self.op_type(node).kind
+
+    def all_elementwise(self, members: Iterable[str]) -> bool:
+        """Whether every one of ``members`` (costed nodes: a unit's) is elementwise."""
+        ops, types = self.ops, self.types
+        for node in members:
+            op = ops[node]
+            if not types[op.domain][op.op_type].elementwise:
+                return False
+        return True
 
     def root(self, name: str) -> str:
         """The buffer a tensor aliases (through views)."""
@@ -66,7 +96,7 @@ class FusionGraph:
         found: list[str] = []
         exported = name in self.outputs
         for node in self.consumers.get(name, ()):
-            kind, source = self.kind[node], self.ops[node].input(0)
+            kind, source = self.kind(node), self.ops[node].input(0)
             if kind == RuleKind.VIEW and source is not None and source.name == name:
                 continue  # an alias: its own users are followed below
             if kind != RuleKind.METADATA:
@@ -80,6 +110,14 @@ class FusionGraph:
         return result
 
     def escapes(self, name: str, members: set[str]) -> bool:
+        """Whether ``name``'s data is used outside ``members`` (or is a graph output). A tensor whose direct
+        readers are all members and that no view aliases needs no :meth:`users` walk (nor its cache entry)."""
+        if name not in self.outputs and name not in self.alias_children:
+            for node in self.consumers.get(name, ()):
+                if node not in members:
+                    break
+            else:
+                return False
         users, exported = self.users(name)
         return exported or any(u not in members for u in users)
 
@@ -100,14 +138,17 @@ class Unit:
         self.nodes = [anchor]
         self.op_type = op_type
         self.out = out
-        self.folded: list[str] = []
-        self.patterns: list[str] = []
+        self.folded: tuple[str, ...] = ()  # few: tuples, replaced as they grow (no two lists per node)
+        self.patterns: tuple[str, ...] = ()
         self.function = False  # formed only by function patterns
         self.alive = True
 
 
+_PLAIN_DOMAINS = frozenset({"", "com.microsoft"})  # op keys without a domain prefix
+
+
 def _op_key(op: OpView) -> str:
-    return op.op_type if op.domain in ("", "com.microsoft") else f"{op.domain}::{op.op_type}"
+    return op.op_type if op.domain in _PLAIN_DOMAINS else f"{op.domain}::{op.op_type}"
 
 
 class MissRecord(NamedTuple):
@@ -124,10 +165,14 @@ class PassState:
     def __init__(self, graph: FusionGraph) -> None:
         self.g = graph
         self.unit_of: dict[str, Unit] = {}
+        costs, unit_of, costed = graph.costs, self.unit_of, NodeState.COSTED
         for op in graph.ir.ops:
-            if op.id in graph.costed:
-                out = op.outputs[0].name if op.outputs and op.outputs[0] is not None else None
-                self.unit_of[op.id] = Unit(op.id, _op_key(op), out)
+            cost = costs.get(op.id)
+            if cost is not None and cost.state == costed:
+                outputs = op.outputs
+                out = outputs[0].name if outputs and outputs[0] is not None else None
+                key = op.op_type if op.domain in _PLAIN_DOMAINS else _op_key(op)
+                unit_of[op.id] = Unit(op.id, key, out)
         self.misses: list[MissRecord] = []
 
     def single(self, node: str) -> Unit | None:
@@ -140,17 +185,31 @@ class PassState:
 
     def merge(self, unit: Unit, other: Unit, pattern: str, fold: bool, produces: str | None, out: str | None) -> None:
         unit.nodes.extend(other.nodes)
-        if fold:
-            unit.folded.extend(other.nodes)
-        unit.folded.extend(other.folded)
-        for name in other.patterns:
-            if name not in unit.patterns:
-                unit.patterns.append(name)
-        if pattern not in unit.patterns:
-            unit.patterns.append(pattern)
+        if fold or other.folded:
+            unit.folded = (*unit.folded, *(other.nodes if fold else ()), *other.folded)
+        unit.patterns = tuple(dict.fromkeys((*unit.patterns, *other.patterns, pattern)))
         unit.op_type = produces or unit.op_type
         unit.out = out
         unit.function = False
         other.alive = False
         for node in other.nodes:
             self.unit_of[node] = unit
+
+    def merge_group(self, head: Unit, others: list[Unit], pattern: str, produces: str) -> None:
+        """Merge ``others`` into ``head`` at once, as :meth:`merge` would one by one (no fold; the last
+        one's output is the kernel's), with ``pattern`` moved last in the patterns."""
+        names = dict.fromkeys(head.patterns)
+        nodes = [node for other in others for node in other.nodes]
+        head.nodes.extend(nodes)
+        self.unit_of.update(dict.fromkeys(nodes, head))
+        for other in others:
+            if other.folded:
+                head.folded = (*head.folded, *other.folded)
+            if other.patterns:
+                names.update(dict.fromkeys(other.patterns))
+            other.alive = False
+        names.pop(pattern, None)
+        head.patterns = (*names, pattern)
+        head.op_type = produces
+        head.out = others[-1].out
+        head.function = False

@@ -174,7 +174,7 @@ def _apply_function(pattern: FunctionPattern, node: str, state: PassState) -> bo
             unit = state.unit_of[ordered[0]]
             for other in ordered[1:]:
                 state.merge(unit, state.unit_of[other], pattern.name, False, None, None)
-            unit.patterns = [pattern.name]
+            unit.patterns = (pattern.name,)
             unit.op_type = pattern.produces
             unit.out = output
             unit.function = True

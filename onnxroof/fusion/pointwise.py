@@ -4,18 +4,28 @@ Views are transparent here (a tensor read through a view is the same buffer); on
 count join, and never so that the fused kernel would both feed and wait for another kernel (no cycle).
 
 The pass works on *blocks*: the units (kernels under construction) and every node that is no kernel member
-(views, metadata, uncosted nodes). Blocks are visited in topological order; a block's ``dep`` is the bitset
-of the groups it transitively depends on. A unit joins a producer's group G only if no other producer (views
-resolved) depends on G: otherwise the fused kernel would both feed and wait for it. Linear in the number of
-edges (bitset operations aside): a node's producers are deduplicated with dicts, and each producer group's
-eligibility is read from prefix and suffix unions of the other groups' dependencies.
+(views, metadata, uncosted nodes), numbered in node order, with their data edges in two adjacency arrays.
+Blocks are visited in topological order; a block's ``dep`` is the bitset of the groups it transitively
+depends on. A unit joins a producer's group G only if no other producer (views resolved) depends on G:
+otherwise the fused kernel would both feed and wait for it. Each producer group's eligibility is read from
+prefix and suffix unions of the other groups' dependencies.
+
+The bitsets stay small: only a group holding a pointwise unit can be asked about (the others get no bit), a
+block's ``dep`` is kept only while a successor is still to be visited, and when the bit positions handed out
+outgrow twice the groups still held plus the masks kept (so that renumbering costs a constant per new bit),
+the groups no kept ``dep`` belongs to are dropped and the bits renumbered (no later question can name them).
+So a graph whose groups stay apart (a long chain of Relu and Transpose) costs linear time and memory, not
+quadratic; the decisions are those of full bitsets. (A graph keeping n blocks waiting while groups come and go
+still holds up to n bits per mask, as full bitsets would.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-
-import networkx as nx
+import math
+import operator
+from array import array
+from collections.abc import Callable
+from typing import NamedTuple
 
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
@@ -24,123 +34,319 @@ from onnxroof.fusion.patterns import PointwisePattern
 #: A kernel under construction, or the id of a node that is no kernel member.
 Block = Unit | str
 
+#: Bit positions handed out beyond twice the live groups before the bits are renumbered.
+_SLACK = 64
+
 
 def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     """Merge neighbouring elementwise-only units of equal element count, never creating a cycle."""
-    sizes = _pointwise_sizes(state)
-    if len(sizes) < 2:  # nothing could merge: skip building the block graph
+    blocks = _Blocks(state)
+    if not blocks.mergeable():  # no two pointwise units of one element count
         return
-    blocks = _block_graph(state)
-    order = _last_ready_first(blocks)
-    if order is None:  # the blocks do not form a DAG (cannot happen for convex kernels): no fusion
-        return
-    grouping = _Grouping(state, sizes, {b: i for i, b in enumerate(order)})
-    for block in order:
-        grouping.visit(block, list(blocks.predecessors(block)))
-    for units in grouping.grouped.values():
-        if len(units) >= 2:
-            _merge(units, pattern, state)
+    grouping = _Grouping(state, blocks)
+    if not blocks.visit_last_ready_first(grouping.visit):  # not a DAG (cannot happen for convex kernels)
+        return  # no fusion
+    for members in grouping.grouped.values():
+        if len(members) >= 2:  # blocks are numbered in the order of their first node: sorted, the head is first
+            _merge([blocks.items[b] for b in sorted(members)], pattern, state)  # type: ignore[misc]
 
 
-def _pointwise_sizes(state: PassState) -> dict[Unit, int | None]:
-    """Every elementwise-only unit (nothing folded into it) and its output's element count (None if dynamic)."""
-    g = state.g
-    sizes: dict[Unit, int | None] = {}
-    for unit in state.unit_of.values():
-        if unit in sizes or unit.folded or not all(n in g.elementwise for n in unit.nodes):
-            continue
-        t = g.ir.tensors.get(unit.out) if unit.out is not None else None
-        sizes[unit] = t.numel if t is not None and t.is_static_shape else None
-    return sizes
+def _zeros(count: int) -> array:
+    return array("q", bytes(8 * count))
 
 
-def _block_graph(state: PassState) -> nx.DiGraph:
-    """The blocks and their data edges (implicit reads by If/Loop bodies included), in node order.
+class _Read(NamedTuple):
+    """A tensor an If/Loop/Scan node reads (its inputs, and what its bodies read from the enclosing scope)."""
 
-    Nodes are added in the order of their first node; each block's incoming edges in the order of the block
-    that reads them, so that :func:`_last_ready_first` visits successors in node order.
+    name: str
+
+
+class _Blocks:
+    """The blocks, numbered in the order of their first node, and their data edges (implicit reads by If/Loop
+    bodies included): each block's distinct producers ``preds[pred_start[b]:pred_end[b]]``, its successors
+    ``succs[succ_start[b]:succ_start[b + 1]]`` in block order.
+
+    ``size[b]``: the element count of a *pointwise* unit (elementwise-only, nothing folded into it, its
+    output's shape static), -1 for other blocks (a unit of dynamic size joins no group and no unit joins it);
+    ``view[b]``: whether ``b`` is a view node.
+
+    One pass over the nodes numbers the blocks and finds the producers of single-node blocks (numbered already:
+    the nodes are in topological order); those of multi-node units and control-flow nodes come after it.
     """
-    g = state.g
-    block: dict[str, Block] = {op.id: state.unit_of.get(op.id) or op.id for op in g.ir.ops}
-    preds: dict[Block, dict[Block, None]] = {b: {} for b in block.values()}
-    for name, readers in g.consumers.items():
-        p = g.producer.get(name)
-        if p is None:
-            continue
-        for reader in readers:
-            if block[p] is not block[reader]:
-                preds[block[reader]][block[p]] = None
-    dag = nx.DiGraph()
-    dag.add_nodes_from(preds)
-    dag.add_edges_from((p, b) for b, ps in preds.items() for p in ps)
-    return dag
 
+    def __init__(self, state: PassState) -> None:
+        g = state.g
+        position, producer, types, tensors, unit_of = g.position, g.producer, g.types, g.ir.tensors, state.unit_of
+        self.items: list[Block] = []
+        n = len(position)  # at most one block per node: the arrays are cut to the blocks afterwards
+        self.size = array("q", [-1]) * n
+        self.view = bytearray(n)
+        self.preds = array("q")
+        self.pred_start, self.pred_end = _zeros(n), _zeros(n)
+        items, sizes, views, preds, pred_start, pred_end = (
+            self.items,
+            self.size,
+            self.view,
+            self.preds,
+            self.pred_start,
+            self.pred_end,
+        )
+        number_at = array("q", [-1]) * n  # node position -> block number
+        seen = array("q", [-1]) * n  # the block whose producers are being gathered, per block (dedup)
+        later: list[int] = []  # blocks whose producers are gathered after the pass
+        b = -1
+        for i, op in enumerate(g.ir.ops):
+            if number_at[i] >= 0:
+                continue
+            b += 1
+            number_at[i] = b
+            unit = unit_of.get(op.id)
+            if unit is None:
+                items.append(op.id)
+                views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
+            else:
+                items.append(unit)
+                single = len(unit.nodes) == 1
+                pointwise = not unit.folded and unit.out is not None  # elementwise-only, a static shape
+                if pointwise and (
+                    types[op.domain][op.op_type].elementwise if single else g.all_elementwise(unit.nodes)
+                ):
+                    t = tensors.get(unit.out)
+                    shape = t.shape if t is not None else None
+                    if shape is not None and None not in shape:
+                        sizes[b] = math.prod(shape)  # type: ignore[arg-type]
+                if not single:
+                    for node in unit.nodes:
+                        number_at[position[node]] = b
+                    later.append(b)
+                    continue
+            first = pred_start[b] = len(preds)
+            if not op.subgraphs:
+                for t in op.inputs:
+                    if t is None:
+                        continue
+                    p = producer.get(t.name)
+                    if p is None:
+                        continue
+                    bp = number_at[position[p]]
+                    if bp < 0:  # a producer not numbered yet: after the pass
+                        break
+                    if bp != b and seen[bp] != b:
+                        seen[bp] = b
+                        preds.append(bp)
+                else:
+                    pred_end[b] = len(preds)
+                    continue
+            del preds[first:]
+            later.append(b)
+        count = len(items)
+        for cut in (sizes, views, pred_start, pred_end):
+            del cut[count:]
+        if later:
+            self._gather_later(later, state, number_at, seen)
+        del number_at, seen
+        out_degree = self.out_degree = _zeros(count)
+        for p in preds:
+            out_degree[p] += 1
+        self.succ_start = succ_start = _zeros(count + 1)
+        for b in range(count):
+            succ_start[b + 1] = succ_start[b] + out_degree[b]
+        fill = array("q", succ_start)
+        self.succs = succs = _zeros(len(preds))
+        for b in range(count):  # ascending b: each block's successors in block order
+            for j in range(pred_start[b], pred_end[b]):
+                p = preds[j]
+                succs[fill[p]] = b
+                fill[p] += 1
 
-def _last_ready_first(dag: nx.DiGraph) -> list[Block] | None:
-    """A topological order of ``dag`` that visits the block made ready last first (a stack); None on a cycle.
+    def _gather_later(self, later: list[int], state: PassState, number_at: array, seen: array) -> None:
+        """The producers of multi-node units and control-flow nodes (what their bodies read included)."""
+        g = state.g
+        control: dict[str, list[_Read]] = {}
+        for b in later:
+            item = self.items[b]
+            for node in item.nodes if isinstance(item, Unit) else (item,):
+                if g.ops[node].subgraphs:
+                    control[node] = []
+        if control:
+            for name, readers in g.consumers.items():
+                for node in readers:
+                    if node in control:
+                        control[node].append(_Read(name))
+        for b in later:
+            item = self.items[b]
+            self.pred_start[b] = len(self.preds)
+            for node in item.nodes if isinstance(item, Unit) else (item,):
+                reads = control.get(node)
+                for t in g.ops[node].inputs if reads is None else reads:
+                    p = g.producer.get(t.name) if t is not None else None
+                    if p is None:
+                        continue
+                    bp = number_at[g.position[p]]
+                    if bp != b and seen[bp] != -2 - b:  # a mark apart from the pass's
+                        seen[bp] = -2 - b
+                        self.preds.append(bp)
+            self.pred_end[b] = len(self.preds)
 
-    This order decides which producer a unit joins when several could take it (the earliest visited), so it
-    is kept as is: ``nx.lexicographical_topological_sort`` orders by a fixed key, and ordering blocks by
-    their first node changes the kernels of some graphs (a Sigmoid feeding both an Add and a graph output).
-    """
-    waiting = dict(dag.in_degree())
-    ready = [b for b, n in waiting.items() if n == 0]
-    order: list[Block] = []
-    while ready:
-        b = ready.pop()
-        order.append(b)
-        for s in dag.successors(b):
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                ready.append(s)
-    return order if len(order) == len(waiting) else None
+    def mergeable(self) -> bool:
+        """Whether two pointwise units have one element count (else nothing can merge)."""
+        sizes = [s for s in self.size if s >= 0]
+        return len(set(sizes)) < len(sizes)
+
+    def visit_last_ready_first(self, visit: Callable[[int], None]) -> bool:
+        """Visit the blocks in a topological order that takes the block made ready last first (a stack);
+        False on a cycle (some blocks never visited).
+
+        This order decides which producer a unit joins when several could take it (the earliest visited), so
+        it is kept as is: ordering blocks by a fixed key (their first node) changes the kernels of some graphs
+        (a Sigmoid feeding both an Add and a graph output).
+        """
+        start, succs = self.succ_start, self.succs
+        waiting = array("q", map(operator.sub, self.pred_end, self.pred_start))
+        ready = [b for b, n in enumerate(waiting) if n == 0]
+        visited = 0
+        while ready:
+            b = ready.pop()
+            visit(b)
+            visited += 1
+            for j in range(start[b], start[b + 1]):
+                s = succs[j]
+                waiting[s] -= 1
+                if waiting[s] == 0:
+                    ready.append(s)
+        return visited == len(self.items)
 
 
 class _Grouping:
-    """Which group each block is in, visited in topological order (mutable while the pass runs)."""
+    """Which group each block is in, visited in topological order (mutable while the pass runs).
 
-    def __init__(self, state: PassState, sizes: Mapping[Unit, int | None], position: Mapping[Block, int]) -> None:
+    ``dep[b]`` (kept while ``b`` has a successor to visit, or a view to visit still resolves to it) has bit
+    ``bit[G]`` set when ``b`` depends on group G; only groups holding a pointwise unit have a bit.
+    """
+
+    def __init__(self, state: PassState, blocks: _Blocks) -> None:
         self.state = state
-        self.sizes = sizes
-        self.position = position
-        self.effective: dict[Block, tuple[Block, ...]] = {}  # a view's producers, views resolved
-        self.group: dict[Block, int] = {}
-        self.dep: dict[Block, int] = {}
-        self.grouped: dict[int, list[Unit]] = {}
+        self.blocks = blocks
+        count = len(blocks.items)
+        self.position = _zeros(count)  # visiting order
+        self.visited = 0
+        self.remaining = array("q", blocks.out_degree)  # successors not visited yet
+        self.effective: dict[int, tuple[int, ...]] = {}  # a view's producers, views resolved
+        self.pins: dict[int, int] = {}  # how many kept views resolve to a block
+        self.group = array("q", [-1]) * count
+        self.dep: dict[int, int] = {}
+        self.bit: dict[int, int] = {}
+        self.next_bit = 0
+        self.bit_limit = _SLACK
+        self.groups = 0
+        self.grouped: dict[int, list[int]] = {}
 
-    def is_view(self, b: Block) -> bool:
-        return isinstance(b, str) and self.state.g.kind[b] == RuleKind.VIEW
+    def visit(self, b: int) -> None:
+        blocks, view, remaining = self.blocks, self.blocks.view, self.remaining
+        self.position[b] = self.visited
+        self.visited += 1
+        first, end = blocks.pred_start[b], blocks.pred_end[b]
+        if end - first == 1:  # one producer (a chain's common case)
+            p = blocks.preds[first]
+            preds: tuple[int, ...] | array = (p,)
+            resolved = self.effective[p] if view[p] else (p,)
+        else:
+            preds = blocks.preds[first:end]
+            effective = self.effective
+            resolved = tuple(dict.fromkeys(q for p in preds for q in (effective[p] if view[p] else (p,))))
+        if view[b]:
+            if remaining[b]:
+                self.effective[b] = resolved
+                for q in resolved:
+                    self.pins[q] = self.pins.get(q, 0) + 1
+        else:
+            self._place(b, resolved)
+        for p in preds:
+            remaining[p] -= 1
+            if remaining[p] == 0:  # p's last successor was visited: drop what only they needed
+                if view[p] or p in self.pins:
+                    self._release(p)
+                else:
+                    self.dep.pop(p, None)
 
-    def visit(self, b: Block, preds: list[Block]) -> None:
-        resolved = tuple(dict.fromkeys(q for p in preds for q in self._through_views(p)))
-        if self.is_view(b):
-            self.effective[b] = resolved
+    def _place(self, b: int, resolved: tuple[int, ...]) -> None:
+        size, group = self.blocks.size, self.group
+        if len(resolved) == 1:  # one producer: b joins its group if it can (a chain's common case)
+            q = resolved[0]
+            candidates = [q] if size[b] >= 0 and size[q] == size[b] else []
+            chosen = group[q] if candidates else None
+        else:
+            candidates = self._candidates(b, resolved)
+            chosen = self._eligible_group(candidates, resolved)
+        if chosen is None:
+            chosen = self.groups
+            self.groups += 1
+            if size[b] >= 0:  # a group only a pointwise unit starts can be asked about
+                self.bit[chosen] = self._new_bit()
+                self.grouped[chosen] = []
+        group[b] = chosen
+        if size[b] >= 0:
+            self.grouped[chosen].append(b)
+            if len(candidates) > 1 or (candidates and group[candidates[0]] != chosen):
+                self._absorb_private_siblings(b, candidates)
+        if self.remaining[b]:
+            mask = 0
+            for q in resolved:
+                bit = self.bit.get(group[q])
+                mask |= self.dep[q] if bit is None else self.dep[q] | (1 << bit)
+            self.dep[b] = mask
+
+    def _release(self, p: int) -> None:
+        """``p``'s last successor was visited: drop what only its successors needed."""
+        if not self.blocks.view[p]:
+            if p not in self.pins:
+                self.dep.pop(p, None)
             return
-        candidates = self._candidates(b, resolved)
-        chosen = self._eligible_group(candidates, resolved)
-        self.group[b] = len(self.group) if chosen is None else chosen
-        if isinstance(b, Unit):
-            self.grouped.setdefault(self.group[b], []).append(b)
-            self._absorb_private_siblings(b, candidates)
-        mask = 0
-        for q in resolved:
-            mask |= self.dep[q] | (1 << self.group[q])
-        self.dep[b] = mask
+        for q in self.effective.pop(p, ()):
+            pins = self.pins[q] - 1
+            if pins:
+                self.pins[q] = pins
+            else:
+                del self.pins[q]
+                if self.remaining[q] == 0:
+                    self.dep.pop(q, None)
 
-    def _through_views(self, p: Block) -> Iterator[Block]:
-        yield from self.effective[p] if self.is_view(p) else (p,)
+    def _new_bit(self) -> int:
+        if self.next_bit >= self.bit_limit:
+            self._renumber()
+        self.next_bit += 1
+        return self.next_bit - 1
 
-    def _candidates(self, b: Block, resolved: tuple[Block, ...]) -> list[Unit]:
+    def _renumber(self) -> None:
+        """Keep the bits of the groups a kept ``dep`` belongs to, renumbered from 0 in their order. Each mask is
+        rebuilt from its set bits, so the cost follows the dependencies held, not blocks × groups."""
+        kept = sorted({self.bit[G] for G in (self.group[q] for q in self.dep) if G in self.bit})
+        renumbered = {old: new for new, old in enumerate(kept)}
+        for q, mask in self.dep.items():
+            compact = 0
+            while mask:
+                low = mask & -mask
+                new = renumbered.get(low.bit_length() - 1)
+                if new is not None:
+                    compact |= 1 << new
+                mask ^= low
+            self.dep[q] = compact
+        self.bit = {G: renumbered[old] for G, old in self.bit.items() if old in renumbered}
+        self.next_bit = len(kept)
+        # the next renumbering costs about the kept masks: wait for as many new bits (amortized constant)
+        self.bit_limit = 2 * len(kept) + len(self.dep) + _SLACK
+
+    def _candidates(self, b: int, resolved: tuple[int, ...]) -> list[int]:
         """The producers ``b`` could join: pointwise units of its element count, in visiting order."""
-        if b not in self.sizes:
+        size = self.blocks.size
+        if size[b] < 0:
             return []
-        size = self.sizes[b]  # type: ignore[index]
-        if size is None:
-            return []
-        found = [p for p in resolved if isinstance(p, Unit) and p in self.sizes and self.sizes[p] == size]
-        return sorted(found, key=self.position.__getitem__)
+        found = [p for p in resolved if size[p] == size[b]]
+        if len(found) > 1:
+            found.sort(key=self.position.__getitem__)
+        return found
 
-    def _eligible_group(self, candidates: list[Unit], resolved: tuple[Block, ...]) -> int | None:
+    def _eligible_group(self, candidates: list[int], resolved: tuple[int, ...]) -> int | None:
         """The group of the first candidate that no producer of another group depends on.
 
         Producers are gathered by group; ``others[G]`` is the union of the other groups' dependencies, from
@@ -148,49 +354,49 @@ class _Grouping:
         """
         if not candidates:
             return None
+        group = self.group
         deps_by_group: dict[int, int] = {}
         for q in resolved:
-            deps_by_group[self.group[q]] = deps_by_group.get(self.group[q], 0) | self.dep[q]
+            deps_by_group[group[q]] = deps_by_group.get(group[q], 0) | self.dep[q]
         groups = list(deps_by_group)
         before = [0] * (len(groups) + 1)
-        for i, group in enumerate(groups):
-            before[i + 1] = before[i] | deps_by_group[group]
+        for i, g in enumerate(groups):
+            before[i + 1] = before[i] | deps_by_group[g]
         others: dict[int, int] = {}
         after = 0
         for i in range(len(groups) - 1, -1, -1):
             others[groups[i]] = before[i] | after
             after |= deps_by_group[groups[i]]
         for p in candidates:
-            if not others[self.group[p]] & (1 << self.group[p]):
-                return self.group[p]
+            if not others[group[p]] >> self.bit[group[p]] & 1:
+                return group[p]
         return None
 
-    def _absorb_private_siblings(self, b: Unit, candidates: list[Unit]) -> None:
+    def _absorb_private_siblings(self, b: int, candidates: list[int]) -> None:
         """Sibling groups that feed only ``b`` (and do not depend on its group) join it."""
-        mine = self.group[b]
-        bit = 1 << mine
+        group, items = self.group, self.blocks.items
+        mine = group[b]
+        bit = 1 << self.bit[mine]
         refused: set[int] = set()
         for p in candidates:
-            other = self.group[p]
+            other = group[p]
             if other == mine or other in refused or self.dep[p] & bit:
                 continue
-            if not _private(self.grouped[other], b, self.state):
+            if not _private([items[u] for u in self.grouped[other]], items[b], self.state):  # type: ignore[misc]
                 refused.add(other)
                 continue
-            for unit in self.grouped.pop(other):
-                self.group[unit] = mine
-                self.grouped[mine].append(unit)
+            for u in self.grouped.pop(other):
+                group[u] = mine
+                self.grouped[mine].append(u)
+            del self.bit[other]  # no block is in it any more
 
 
 def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> None:
-    """Merge a group's units into its first (in node order), which anchors the kernel."""
-    position = state.g.position
-    units.sort(key=lambda u: min(position[n] for n in u.nodes))
+    """Merge a group's units, sorted by their first node, into the first, whose first node anchors the kernel."""
     head = units[0]
-    for other in units[1:]:
-        state.merge(head, other, pattern.name, False, "Pointwise", other.out)
-    head.anchor = min(head.nodes, key=position.__getitem__)
-    head.patterns = [name for name in head.patterns if name != pattern.name] + [pattern.name]
+    anchor = min(head.nodes, key=state.g.position.__getitem__)
+    state.merge_group(head, units[1:], pattern.name, "Pointwise")
+    head.anchor = anchor
 
 
 def _private(units: list[Unit], consumer: Unit, state: PassState) -> bool:

@@ -1,0 +1,92 @@
+"""Pointwise fusion's dependency bitsets stay bounded: renumbering the bits never changes a decision, and a chain
+whose groups stay apart keeps a handful of bits however long it is (they grew with the number of groups)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_fusion import analysed, model
+
+import onnxroof.fusion.pointwise as pointwise
+from onnxroof.fusion.fuse import fuse
+
+UNARY = ("Relu", "Sigmoid", "Exp", "Neg", "Tanh")
+BINARY = ("Add", "Mul", "Sub")
+SHAPES = {"a": "float[8,8]", "b": "float[64]"}
+
+
+def random_graph(seed: int) -> str:
+    """Elementwise ops over two element counts' worth of shapes, with views (Identity, Reshape), a layout copy
+    (Transpose), a MatMul and several graph outputs: forks, joins and groups kept apart by their sizes."""
+    rng = random.Random(seed)
+    kinds = {"x": "a", "z": "a"}
+    lines = []
+    for i in range(rng.randint(8, 40)):
+        out = f"t{i}"
+        roll = rng.random()
+        source = rng.choice(list(kinds))
+        if roll < 0.35:
+            lines.append(f"{out} = {rng.choice(UNARY)}({source})")
+            kinds[out] = kinds[source]
+        elif roll < 0.45:
+            target = rng.choice("ab")
+            lines.append(f"{out} = Reshape({source}, {'sa' if target == 'a' else 'sb'})")
+            kinds[out] = target
+        elif roll < 0.5:
+            lines.append(f"{out} = Identity({source})")
+            kinds[out] = kinds[source]
+        elif roll < 0.58:
+            source = rng.choice([n for n, k in kinds.items() if k == "a"])
+            lines.append(f"{out} = MatMul({source}, W)" if roll < 0.54 else f"{out} = Transpose({source})")
+            kinds[out] = "a"
+        else:
+            other = rng.choice([n for n, k in kinds.items() if k == kinds[source]])
+            lines.append(f"{out} = {rng.choice(BINARY)}({source}, {other})")
+            kinds[out] = kinds[source]
+    made = [n for n in kinds if n.startswith("t")]
+    outputs = [n for n in made if rng.random() < 0.2] or [made[-1]]
+    weight = ",".join(["0.1"] * 64)
+    inits = f"int64[2] sa = {{8, 8}}, int64[1] sb = {{64}}, float[8,8] W = {{{weight}}}"
+    return model(
+        "\n".join(lines),
+        "float[8,8] x, float[8,8] z",
+        ", ".join(f"{SHAPES[kinds[o]]} {o}" for o in outputs),
+        inits,
+    )
+
+
+def fused(text: str, profile: str) -> tuple:
+    ir, costs = analysed(text)
+    result = fuse(ir, costs, profile)
+    return tuple((k.node_ids, k.patterns, k.cost, k.ideal) for k in result.kernels), result.misses
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_renumbering_the_bits_changes_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = random_graph(seed)
+    for profile in ("tensorrt", "ort-cpu"):
+        expected = fused(text, profile)
+        with monkeypatch.context() as patched:
+            patched.setattr(pointwise, "_SLACK", 0)  # renumber at every new group
+            assert fused(text, profile) == expected
+
+
+def test_a_chain_kept_apart_holds_few_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    count = 1200  # Relu, Transpose in turn: 600 pointwise groups, none joining another
+    lines = [f"t{i} = {'Relu' if i % 2 == 0 else 'Transpose'}({f't{i - 1}' if i else 'x'})" for i in range(count)]
+    text = model("\n".join(lines), "float[1,16] x", f"float[1,16] t{count - 1}")
+    most = 0
+    new_bit = pointwise._Grouping._new_bit
+
+    def spy(self: pointwise._Grouping) -> int:
+        nonlocal most
+        bit = new_bit(self)
+        most = max(most, bit, *(mask.bit_length() for mask in self.dep.values()))
+        return bit
+
+    monkeypatch.setattr(pointwise._Grouping, "_new_bit", spy)
+    ir, costs = analysed(text)
+    result = fuse(ir, costs, "tensorrt")
+    assert len(result.kernels) == count
+    assert most <= 8 + pointwise._SLACK  # not one bit per group
