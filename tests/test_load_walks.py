@@ -8,8 +8,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.protos import graph_value_types
+from onnxroof.load.checks import _external_tensors, scan_model, unregistered_nodes
 from onnxroof.load.lean import PAYLOAD_THRESHOLD, parse_without_payloads
-from onnxroof.load.reader import _external_tensors, load_model, scan_model, unregistered_nodes
+from onnxroof.load.reader import load_model
 from onnxroof.load.shapes import value_types
 
 
