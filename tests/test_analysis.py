@@ -216,6 +216,22 @@ def test_node_results_built_from_slots_equal_the_constructor() -> None:
         _node_result(*list(values.values())[:-1])
 
 
+def test_kernel_results_built_from_slots_equal_the_constructor() -> None:
+    # place_kernel fills KernelResult's slots directly (roofline.kernels.filled): same value as the constructor
+    from dataclasses import fields
+
+    from onnxroof.roofline.kernels import KernelResult, filled
+
+    sample = Path(__file__).parent.parent / "samples" / "tiny_transformer.onnx"
+    analysis = onnxroof.analyze(sample, dims={"batch": 1, "seq": 16})
+    assert len(analysis.kernels) > 1
+    for kernel in analysis.kernels:
+        values = {f.name: getattr(kernel, f.name) for f in fields(KernelResult)}
+        assert filled(KernelResult, *values.values()) == KernelResult(**values) == kernel
+    with pytest.raises(ValueError):
+        filled(KernelResult, *list(values.values())[:-1])
+
+
 def test_nodes_of_equal_costs_share_one_node_cost_but_int_figures_stay_ints() -> None:
     from types import SimpleNamespace
 

@@ -13,7 +13,7 @@ import gc
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -46,7 +46,7 @@ from onnxroof.load.reader import load_model
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import op_class, precision_of, resolve_precision
-from onnxroof.roofline.kernels import KernelResult, Placement, node_points
+from onnxroof.roofline.kernels import KernelResult, Placement, filled, node_points
 
 
 def _shape_text(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
@@ -111,23 +111,10 @@ class NodeResult(Placement):
         return data
 
 
-#: NodeResult's slots, in field order (:func:`_node_result`).
-_NODE_SLOTS = tuple(getattr(NodeResult, f.name) for f in fields(NodeResult))
-
-
 def _node_result(*values: Any) -> NodeResult:
-    """``NodeResult(*values)`` with every field given positionally, in field order (the five cost figures, the
-    point's :data:`~onnxroof.roofline.kernels.POINT_FIELDS`, then the node's own fields).
-
-    The generated ``__init__`` of a frozen dataclass sets each of the 32 fields through ``object.__setattr__``
-    (~4 µs a node, the largest share of the per-node loop on huge graphs); this sets the same slots through their
-    descriptors, half the time. The result is an ordinary ``NodeResult`` (equal to the constructed one, frozen);
-    ``strict`` refuses a wrong count of values, and the tests compare it with the constructor.
-    """
-    result = object.__new__(NodeResult)
-    for slot, value in zip(_NODE_SLOTS, values, strict=True):
-        slot.__set__(result, value)
-    return result
+    """``NodeResult(*values)``, every field positional in field order, built fast
+    (:func:`onnxroof.roofline.kernels.filled`)."""
+    return filled(NodeResult, *values)
 
 
 @dataclass(frozen=True)

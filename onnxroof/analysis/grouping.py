@@ -11,7 +11,7 @@ from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import kernel_op_class, resolve_precision
-from onnxroof.roofline.kernels import KernelResult, place_kernel
+from onnxroof.roofline.kernels import KernelResult, kernel_points, place_kernel
 from onnxroof.roofline.pe_array import first_gemm_shape, utilization
 
 
@@ -40,6 +40,7 @@ def build_kernels(
     op_of, position = graph.ops, graph.position
     fusion = fuse(ir, costs, profile, graph)
     captured = graph_captured(profile)  # one graph launch per run, counted in the totals
+    points = kernel_points(platform)
     placed = []
     for kernel in fusion.kernels:
         ops = [op_of[n] for n in kernel.node_ids]
@@ -60,6 +61,7 @@ def build_kernels(
                 op_class=_kernel_class(kernel, ops[0], op_types),
                 cold_bytes=kernel.cost.params * cold_per_param,
                 utilization=array_utilization(platform, ops),
+                points=points,
             )
         )
     kernels = tuple(placed)

@@ -168,6 +168,59 @@ def node_points(platform: Platform, limit: int = 4096) -> PointFn:
     return place
 
 
+def filled(cls: type[Any], *values: Any) -> Any:
+    """``cls(*values)`` for a frozen, slotted :class:`Placement` subclass, every field given positionally in field
+    order (the five cost figures, :data:`POINT_FIELDS`, then the class's own fields).
+
+    The generated ``__init__`` of a frozen dataclass sets each of its ~30 fields through ``object.__setattr__``
+    (~4 µs a result, the largest share of a per-node or per-kernel loop on huge graphs); this sets the same slots
+    through their descriptors, half the time. The result is an ordinary, frozen instance equal to the
+    constructed one; ``strict`` refuses a wrong count of values, and the tests compare both ways.
+    """
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = tuple(getattr(cls, f.name) for f in fields(cls))
+    result = object.__new__(cls)
+    for slot, value in zip(slots, values, strict=True):
+        slot.__set__(result, value)
+    return result
+
+
+_SLOTS: dict[type, tuple[Any, ...]] = {}
+
+KernelPointFn = Callable[[Cost, Cost, str, int, "str | None", float, float], tuple[tuple[Any, ...], float]]
+
+
+def kernel_points(platform: Platform, limit: int = 4096) -> KernelPointFn:
+    """``(cost, ideal, precision, launches, op_class, cold_bytes, utilization) -> (point, ideal_latency)`` for the
+    kernels of one model on ``platform``: the values of ``point_fields(classify(...))`` (names
+    :data:`POINT_FIELDS`) and the ideal cost's latency (:func:`place_kernel`), each distinct set of figures
+    computed once, as :func:`node_points` does for nodes (a point depends on a cost only through its FLOPs and
+    bytes moved). At most ``limit`` figure sets are remembered (then the memo starts afresh)."""
+    memo: dict[tuple, tuple[tuple[Any, ...], float]] = {}
+
+    def place(
+        cost: Cost, ideal: Cost, precision: str, launches: int, op_class: str | None, cold: float, utilization: float
+    ) -> tuple[tuple[Any, ...], float]:
+        key = (cost.flops, cost.bytes, ideal.flops, ideal.bytes, precision, launches, op_class, cold, utilization)
+        found = memo.get(key)
+        if found is None:
+            if len(memo) >= limit:
+                memo.clear()
+            common = {"launches": launches, "op_class": op_class, "utilization": utilization}
+            point = classify(cost, platform, precision, cold_bytes=cold, **common)
+            if ideal.bytes > 0:
+                ideal_cold = min(cold, ideal.bytes)
+                ideal_latency = classify(ideal, platform, precision, cold_bytes=ideal_cold, **common).latency
+            else:
+                roof = platform.peak(precision) * platform.efficiency.get(op_class or "", 1.0) * utilization
+                ideal_latency = ideal.flops / roof
+            found = memo[key] = (tuple(point_fields(point).values()), ideal_latency)
+        return found
+
+    return place
+
+
 def place_kernel(
     kernel_id: str,
     patterns: tuple[str, ...],
@@ -184,31 +237,34 @@ def place_kernel(
     op_class: str | None = None,
     cold_bytes: float = 0.0,
     utilization: float = 1.0,
+    points: KernelPointFn | None = None,
 ) -> KernelResult:
     """Classify a kernel's fused cost, and its ideal cost (no launch when nothing is left to move).
 
     ``op_class`` picks the platform's efficiency derating, ``cold_bytes`` the bytes that come from DRAM even
     when a measured cache level could hold the working set, ``utilization`` the processing-element array
-    utilization (see :func:`onnxroof.roofline.classify.classify`).
+    utilization (see :func:`onnxroof.roofline.classify.classify`). ``points``: a :func:`kernel_points` of
+    ``platform`` shared by a model's kernels (equal figures classified once), else one made for this kernel.
     """
-    common = {"launches": launches, "op_class": op_class, "utilization": utilization}
-    point = classify(cost, platform, precision, cold_bytes=cold_bytes, **common)
-    if ideal.bytes > 0:
-        ideal_latency = classify(ideal, platform, precision, cold_bytes=min(cold_bytes, ideal.bytes), **common).latency
-    else:
-        roof = platform.peak(precision) * platform.efficiency.get(op_class or "", 1.0) * utilization
-        ideal_latency = ideal.flops / roof
-    return KernelResult(
-        id=kernel_id,
-        patterns=patterns,
-        node_ids=node_ids,
-        op_types=op_types,
-        folded_nodes=folded,
-        layout=layout,
-        precision=precision,
-        **placed_fields(cost, point),
-        ideal_bytes=ideal.bytes,
-        ideal_latency_s=ideal_latency,
+    place = points or kernel_points(platform, limit=1)
+    point, ideal_latency = place(cost, ideal, precision, launches, op_class, cold_bytes, utilization)
+    return filled(
+        KernelResult,
+        cost.flops,
+        cost.macs,
+        cost.bytes_read,
+        cost.bytes_written,
+        cost.params,
+        *point,
+        kernel_id,
+        patterns,
+        node_ids,
+        op_types,
+        folded,
+        layout,
+        precision,
+        ideal.bytes,
+        ideal_latency,
     )
 
 
