@@ -14,8 +14,9 @@
   own; the same figures. Before pointwise fusion kept its dependency bitsets to the groups still in reach,
   they grew with the number of groups (quadratic: 100 MB of bitsets at 40k nodes, 62 GB at 1M).
 
-Each figure comes from a subprocess (so peaks do not mix); ``PYTHONPATH`` chooses the onnxroof measured,
-which is how the before/after figures of docs/performance.md were taken. The temporary folder is removed at
+Each figure comes from a subprocess started in the temporary folder (so peaks do not mix, and a checkout in
+the working directory does not shadow the one chosen): ``PYTHONPATH`` chooses the onnxroof measured (else the
+installed one), which is how the before/after figures of docs/performance.md were taken. The temporary folder is removed at
 exit.
 """
 
@@ -115,8 +116,14 @@ def apart_model(folder: Path, count: int) -> Path:
 
 
 def measure(path: Path) -> dict:
+    # run in the model's temporary folder: ``python -c`` puts its working directory first on sys.path, and a
+    # checkout's own onnxroof/ there would win over PYTHONPATH
     result = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, env=os.environ.copy()
+        [sys.executable, "-c", _MEASURE, str(path)],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        cwd=path.parent,
     )
     if result.returncode != 0:
         raise SystemExit(f"analysis of {path} failed:\n{result.stderr[-2000:]}")
