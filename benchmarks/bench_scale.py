@@ -16,8 +16,8 @@
 
 Each figure comes from a subprocess started in the temporary folder (so peaks do not mix, and a checkout in
 the working directory does not shadow the one chosen): ``PYTHONPATH`` chooses the onnxroof measured (else the
-installed one), which is how the before/after figures of docs/performance.md were taken. The temporary folder is removed at
-exit.
+installed one), which is how the before/after figures of docs/performance.md were taken. The temporary folder
+is removed at exit.
 """
 
 from __future__ import annotations
