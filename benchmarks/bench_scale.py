@@ -144,6 +144,19 @@ def profile(path: Path, top: int = 25) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
+def _graph_line(label: str, build, folder: Path, nodes: int) -> str:
+    """Build a graph of ``nodes`` nodes with ``build``, analyze it in a fresh interpreter, and say how it went."""
+    start = time.perf_counter()
+    path = build(folder, nodes)
+    built = time.perf_counter() - start
+    figures = measure(path)
+    peak = figures["peak_kb"] * 1024
+    return (
+        f"{label}: file {path.stat().st_size / 1e6:.0f} MB (built in {built:.0f} s); analyze "
+        f"{figures['seconds']:.1f} s, peak RSS {peak / 1e9:.2f} GB ({peak / nodes / 1e3:.1f} KB per node)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weights-mb", type=float, default=438.0, help="embedded weights, MB (default 438)")
@@ -169,27 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{peak / 1e6:.0f} MB ({peak / size:.2f}× the file; after import {figures['import_kb'] / 1e3:.0f} MB)"
             )
         if args.only in (None, "chain"):
-            start = time.perf_counter()
-            path = chain_model(folder, args.nodes)
-            built = time.perf_counter() - start
-            figures = measure(path)
-            peak = figures["peak_kb"] * 1024
-            print(
-                f"{args.nodes:,}-node chain: file {path.stat().st_size / 1e6:.0f} MB (built in {built:.0f} s); "
-                f"analyze {figures['seconds']:.1f} s, peak RSS {peak / 1e9:.2f} GB "
-                f"({peak / args.nodes / 1e3:.1f} KB per node)"
-            )
+            print(_graph_line(f"{args.nodes:,}-node chain", chain_model, folder, args.nodes))
         if args.only == "apart":
-            start = time.perf_counter()
-            path = apart_model(folder, args.nodes)
-            built = time.perf_counter() - start
-            figures = measure(path)
-            peak = figures["peak_kb"] * 1024
-            print(
-                f"{args.nodes:,}-node chain kept apart (Relu, Transpose): file {path.stat().st_size / 1e6:.0f} MB "
-                f"(built in {built:.0f} s); analyze {figures['seconds']:.1f} s, peak RSS {peak / 1e9:.2f} GB "
-                f"({peak / args.nodes / 1e3:.1f} KB per node)"
-            )
+            label = f"{args.nodes:,}-node chain kept apart (Relu, Transpose)"
+            print(_graph_line(label, apart_model, folder, args.nodes))
     return 0
 
 
