@@ -266,6 +266,30 @@ def test_an_opset_version_out_of_range_is_one_line(tmp_path, domain: str, versio
     assert not (tmp_path / "out.json").exists()
 
 
+def test_an_op_type_that_is_not_utf8_is_one_line(tmp_path) -> None:
+    """Found by the fuzz campaign (seed 1, flipped bits in a Scan body): protobuf hands the string over as bytes."""
+    data = _mutated("scan", lambda m: None).SerializeToString()
+    body_op = data.index(b"Add")  # the Scan body's op type, 3 bytes long: same length, invalid UTF-8
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data[:body_op] + b"A\xe4d" + data[body_op + 3 :])
+    result = _report(path, "-f", "json", "-o", tmp_path / "out.json", "--dim", "batch=1")
+    _one_line_error(result, "op_type or domain is not valid UTF-8")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_element_counts_past_64_bits_still_fuse() -> None:
+    """Found by the fuzz campaign (an input dim of 2^62): pointwise fusion kept element counts in 64-bit arrays."""
+    model = _model(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Neg", ["r"], ["y"], name="neg")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**62, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2**62, 16])],
+        [],
+    )
+    analysis = onnxroof.analyze(model, fusion="tensorrt")
+    assert [k.node_ids for k in analysis.kernels] == [("0:relu", "1:neg")]
+    assert analysis.kernels[0].bytes == 2 * 2**62 * 16 * 4  # x read, y written; r stays on chip
+
+
 def test_folding_skips_what_it_cannot_evaluate() -> None:
     """A weight whose dims no longer match its data (dims []) is not folded, and nothing raises."""
     from onnxroof.load.shapes import small_constant_values

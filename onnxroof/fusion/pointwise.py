@@ -67,7 +67,8 @@ class _Blocks:
     ``succs[succ_start[b]:succ_start[b + 1]]`` in block order.
 
     ``size[b]``: the element count of a *pointwise* unit (elementwise-only, nothing folded into it, its
-    output's shape static), -1 for other blocks (a unit of dynamic size joins no group and no unit joins it);
+    output's shape static) as a number, equal for equal counts (a count may not fit 64 bits), -1 for other
+    blocks (a unit of dynamic size joins no group and no unit joins it);
     ``view[b]``: whether ``b`` is a view node.
 
     One pass over the nodes numbers the blocks and finds the producers of single-node blocks (numbered already:
@@ -92,6 +93,7 @@ class _Blocks:
             self.pred_end,
         )
         number_at = array("q", [-1]) * n  # node position -> block number
+        size_number: dict[int, int] = {}  # element count -> its number, the value kept in ``size``
         seen = array("q", [-1]) * n  # the block whose producers are being gathered, per block (dedup)
         later: list[int] = []  # blocks whose producers are gathered after the pass
         b = -1
@@ -113,8 +115,8 @@ class _Blocks:
                 ):
                     t = tensors.get(unit.out)
                     shape = t.shape if t is not None else None
-                    if shape is not None and None not in shape:
-                        sizes[b] = math.prod(shape)  # type: ignore[arg-type]
+                    if shape is not None and None not in shape:  # numbered: a count may exceed 64 bits
+                        sizes[b] = size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]
                 if not single:
                     for node in unit.nodes:
                         number_at[position[node]] = b

@@ -48,11 +48,13 @@ class ModelScan:
 
     ``external``: the tensors holding external data (initializers and ``Constant``-style tensor attributes), in
     the order :func:`_external_tensors` yields them; ``unregistered``: :func:`unregistered_nodes`, in the same
-    order. Both hold the model's own messages: drop the scan with the model.
+    order. Both hold the model's own messages: drop the scan with the model. ``undecodable``: the nodes whose
+    ``op_type`` or ``domain`` is not valid UTF-8 (protobuf hands such a string over as ``bytes``), described.
     """
 
     external: tuple[TensorProto, ...]
     unregistered: tuple[onnx.NodeProto, ...]
+    undecodable: tuple[str, ...] = ()
 
 
 def scan_model(model: onnx.ModelProto) -> ModelScan:
@@ -66,6 +68,7 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
     registered: dict[str, bool] = {}
     external: list[TensorProto] = []
     unregistered: list[onnx.NodeProto] = []
+    undecodable: list[str] = []
     tensor_kind, graph_kind, graphs_kind = (
         onnx.AttributeProto.TENSOR,
         onnx.AttributeProto.GRAPH,
@@ -76,8 +79,11 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
         external.extend(t for t in graph.initializer if t.data_location == TensorProto.EXTERNAL)
         bodies: list[onnx.GraphProto] = []
         for node in graph.node:
-            if version is not None and node.domain in ("", "ai.onnx"):
-                op_type = node.op_type
+            op_type, domain = node.op_type, node.domain
+            if not isinstance(op_type, str) or not isinstance(domain, str):  # not valid UTF-8 in the file
+                undecodable.append(f"node '{_text(node.name)}' ({_text(op_type)}, graph '{_text(graph.name)}')")
+                continue
+            if version is not None and domain in ("", "ai.onnx"):
                 known = registered.get(op_type)
                 if known is None:
                     known = registered[op_type] = onnx.defs.has(op_type, version, "")
@@ -97,7 +103,11 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
             visit(body)
 
     visit(model.graph)
-    return ModelScan(tuple(external), tuple(unregistered))
+    return ModelScan(tuple(external), tuple(unregistered), tuple(undecodable))
+
+
+def _text(value: str | bytes) -> str:
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
 
 
 def _external_location(tensor: TensorProto) -> str:
@@ -280,6 +290,8 @@ def check_model(
     where = str(path) if path else "<model>"
     opset = check_opsets(model, path)
     scan = scan or scan_model(model)
+    if scan.undecodable:
+        raise ModelError(f"{where}: {scan.undecodable[0]}: op_type or domain is not valid UTF-8")
     checked = _without_external_initializers(model, scan)
     unknown = list(scan.unregistered) if checked is model else unregistered_nodes(checked)
     with masked(checked, unknown):
