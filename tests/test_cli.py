@@ -716,6 +716,37 @@ def test_output_file_gets_umask_permissions(tmp_path) -> None:
     assert (target.stat().st_mode & 0o777) == (0o666 & ~umask)
 
 
+def test_text_written_in_pieces_leaves_nothing_when_a_piece_fails(tmp_path) -> None:
+    from onnxroof.cli.common import write_atomically
+
+    def pieces(fail: bool):
+        yield "{"
+        if fail:
+            raise ValueError("Out of range float values are not JSON compliant")
+        yield "}"
+
+    target = tmp_path / "out.json"
+    write_atomically(target, pieces(False))
+    assert target.read_text() == "{}"
+    with pytest.raises(ValueError):
+        write_atomically(target, pieces(True))
+    assert target.read_text() == "{}"  # the old file untouched, no temporary left beside it
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_the_json_written_in_pieces_is_the_json_rendered_whole(tmp_path) -> None:
+    from onnxroof.analysis.analyze import analyze
+    from onnxroof.report.data import json_chunks, render_json
+
+    analysis = analyze(CNN, "xavier", {"batch": 1})
+    assert len(analysis.nodes) > 1 and len(analysis.kernels) > 1
+    assert "".join(json_chunks(analysis)) == render_json(analysis)
+    written = tmp_path / "a.json"
+    result = make_runner().invoke(app, ["report", str(CNN), "-p", "xavier", "--dim", "batch=1", "-o", str(written)])
+    assert result.exit_code == 0, result.output
+    assert written.read_text() == render_json(analysis)
+
+
 def test_the_json_document_is_one_node_per_line_and_parses_to_the_library_dict() -> None:
     from onnxroof.analysis.analyze import analyze
     from onnxroof.analysis.document import to_dict

@@ -118,9 +118,14 @@ def _bounds(bounds) -> dict[str, float]:
     return {"flops": bounds.flops, "bytes": bounds.bytes, "latency_s": bounds.latency_s}
 
 
-def to_dict(analysis: Analysis) -> dict[str, Any]:
-    """The stable JSON document (see docs/json-schema.md)."""
+def to_dict(analysis: Analysis, *, lazy: bool = False) -> dict[str, Any]:
+    """The stable JSON document (see docs/json-schema.md).
+
+    ``lazy=True`` gives the per-node and per-kernel lists as iterators, each item built as it is read (a
+    renderer that writes as it goes then never holds a million node dicts at once: ~1 KB each)."""
     m, t = analysis.model, analysis.totals
+    nodes = (node_fields(n) for n in analysis.nodes)
+    kernels = ({key: _finite(value) for key, value in k.to_dict().items()} for k in analysis.kernels)
     return {
         "schema": SCHEMA_VERSION,
         "model": {
@@ -169,8 +174,8 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "energy_memory_share": t.energy_memory_share,
             "array_utilization": t.array_utilization,
         },
-        "nodes": [node_fields(n) for n in analysis.nodes],
-        "kernels": [{key: _finite(value) for key, value in k.to_dict().items()} for k in analysis.kernels],
+        "nodes": nodes if lazy else list(nodes),
+        "kernels": kernels if lazy else list(kernels),
         "fusion": {
             "profile": analysis.fusion_profile,
             "misses": [

@@ -79,10 +79,14 @@ def _errors(debug: bool) -> Iterator[None]:
         )
 
 
-def _emit(text_or_render: str | Callable[[Console], None], output: Path | None) -> None:
-    if isinstance(text_or_render, str):
+def _emit(text_or_render: str | Iterator[str] | Callable[[Console], None], output: Path | None) -> None:
+    """Write a result: text, text in pieces (a file is written as they come; standard output gets them whole,
+    so a failure while making them prints nothing), or a Rich render."""
+    if isinstance(text_or_render, Iterator):
+        text_or_render = text_or_render if output is not None else "".join(text_or_render)
+    if isinstance(text_or_render, str | Iterator):
         if output is None:
-            sys.stdout.write(text_or_render)
+            sys.stdout.write(text_or_render)  # type: ignore[arg-type]
         else:
             write_atomically(output, text_or_render)
         return

@@ -72,7 +72,7 @@ def report(
     from onnxroof.load.reader import parse_dim_bindings
     from onnxroof.measure.overlay import load_overlay
     from onnxroof.report.console import render_console, render_warnings
-    from onnxroof.report.data import render_csv, render_json
+    from onnxroof.report.data import json_chunks, render_csv
     from onnxroof.report.measure_view import render_measured_json
 
     with _errors(debug):
@@ -90,7 +90,7 @@ def report(
         warnings = analysis.warnings + (measured.warnings if measured is not None else ())
         render_warnings(warnings, Console(stderr=True, highlight=False))
         if chosen is ReportFormat.json:
-            _emit(render_json(analysis) if measured is None else render_measured_json(analysis, measured), output)
+            _emit(json_chunks(analysis) if measured is None else render_measured_json(analysis, measured), output)
         elif chosen is ReportFormat.csv:
             _emit(render_csv(analysis), output)
         elif chosen is ReportFormat.html:

@@ -6,13 +6,16 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from onnxroof.core.errors import OnnxroofError
 
 
-def write_atomically(path: Path, content: str | bytes) -> None:
-    """Write ``content`` (text as UTF-8, or bytes) to ``path`` so that a failure never leaves a partial file.
+def write_atomically(path: Path, content: str | bytes | Iterable[str]) -> None:
+    """Write ``content`` (text as UTF-8, bytes, or text in pieces written as they come) to ``path`` so that a
+    failure never leaves a partial file (a piece that fails to be made included).
 
     A regular file (new or existing) is written through a temporary file in the same folder and renamed
     over the target; a new file gets the usual umask permissions, an existing one keeps its mode. Anything
@@ -22,11 +25,10 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     path = path.expanduser()
     if path.is_dir():
         raise OnnxroofError(f"{path}: is a folder; give a file name to write to")
-    data = content.encode("utf-8") if isinstance(content, str) else content
     if path.exists() and not path.is_file():
         try:
             with open(path, "wb") as out:
-                out.write(data)
+                _write(out, content)
         except OSError as exc:  # /dev/full: the environment's fault, one line, exit 2
             raise OnnxroofError(f"{path}: cannot write: {exc.strerror or exc}") from None
         return
@@ -39,7 +41,7 @@ def write_atomically(path: Path, content: str | bytes) -> None:
         raise OnnxroofError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(handle, "wb") as out:
-            out.write(data)
+            _write(out, content)
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException as exc:
@@ -48,6 +50,16 @@ def write_atomically(path: Path, content: str | bytes) -> None:
         if isinstance(exc, OSError):  # a full disk, a read-only folder: the environment's fault, exit 2
             raise OnnxroofError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def _write(out: BinaryIO, content: str | bytes | Iterable[str]) -> None:
+    if isinstance(content, bytes):
+        out.write(content)
+    elif isinstance(content, str):
+        out.write(content.encode("utf-8"))
+    else:
+        for piece in content:
+            out.write(piece.encode("utf-8"))
 
 
 def _umask() -> int:

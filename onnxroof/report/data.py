@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from onnxroof.analysis.analyze import Analysis, NodeResult
@@ -16,21 +16,41 @@ def render_json(analysis: Analysis) -> str:
     return dumps_document(to_dict(analysis))
 
 
+def json_chunks(analysis: Analysis) -> Iterator[str]:
+    """:func:`render_json`'s text in pieces, each node's and kernel's line built as it is written: a file
+    written from these never holds the whole document (a million-node report is ~0.8 GB of text, and its
+    node dicts would be another GB)."""
+    return document_chunks(to_dict(analysis, lazy=True))
+
+
 def dumps_document(document: dict[str, Any]) -> str:
     """A report document as JSON text: one top-level key per line, small objects indented, and the long lists
     (nodes, kernels...) one compact item per line — as readable and diffable as ``indent=2`` for what people
     read, and written by the C encoder (``indent`` forces the pure-Python one: 5× slower on 2,681 nodes)."""
-    parts = []
-    for key, value in document.items():
-        if isinstance(value, list) and value:
-            items = ",\n".join("    " + json.dumps(item, allow_nan=False, ensure_ascii=False) for item in value)
-            text = f"[\n{items}\n  ]"
+    return "".join(document_chunks(document))
+
+
+def document_chunks(document: dict[str, Any]) -> Iterator[str]:
+    """:func:`dumps_document`'s text in pieces; a list may also be given as an iterator (read once, in order)."""
+    yield "{\n"
+    for number, (key, value) in enumerate(document.items()):
+        yield (",\n" if number else "") + f"  {json.dumps(key)}: "
+        if isinstance(value, Iterator) or (isinstance(value, list) and value):
+            yield from _list_chunks(value)
         elif isinstance(value, dict) and len(json.dumps(value, allow_nan=False)) > 100:
-            text = json.dumps(value, indent=2, allow_nan=False, ensure_ascii=False).replace("\n", "\n  ")
+            yield json.dumps(value, indent=2, allow_nan=False, ensure_ascii=False).replace("\n", "\n  ")
         else:
-            text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-        parts.append(f"  {json.dumps(key)}: {text}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+            yield json.dumps(value, allow_nan=False, ensure_ascii=False)
+    yield "\n}\n"
+
+
+def _list_chunks(items: Iterable[Any]) -> Iterator[str]:
+    """``[``, one compact item per line, ``]`` (``[]`` when there is none)."""
+    empty = True
+    for item in items:
+        yield ("[\n    " if empty else ",\n    ") + json.dumps(item, allow_nan=False, ensure_ascii=False)
+        empty = False
+    yield "[]" if empty else "\n  ]"
 
 
 def csv_text(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
