@@ -42,9 +42,11 @@ def build_kernels(
     captured = graph_captured(profile)  # one graph launch per run, counted in the totals
     points = kernel_points(platform)
     placed = []
+    type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
     for kernel in fusion.kernels:
         ops = [op_of[n] for n in kernel.node_ids]
         op_types = tuple(op.op_type for op in ops)
+        op_types = type_lists.setdefault(op_types, op_types)
         placed.append(
             place_kernel(
                 kernel.id,
