@@ -255,7 +255,7 @@ def _set_opset(model: onnx.ModelProto, domain: str, version: int) -> None:
     ],
 )
 def test_an_opset_version_out_of_range_is_one_line(tmp_path, domain: str, version: int, needle: str) -> None:
-    """Found by the fuzz campaign (seed 1, flipped bits): ONNX's schema lookup takes a C int and raised."""
+    """Found while chasing a fuzz crash (seed 1): ONNX's schema lookup takes a C int and raised TypeError."""
     model = _mutated("lstm", lambda m: _set_opset(m, domain, version))
     if domain and not any(o.domain == domain for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(domain, version))
