@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -48,6 +48,19 @@ _SUFFIX_FORMATS = {
     ".html": ReportFormat.html,
     ".htm": ReportFormat.html,
 }
+
+
+_Format = TypeVar("_Format")
+
+
+def chosen_format(
+    given: _Format | None, output: Path | None, suffixes: Mapping[str, _Format], default: _Format | None = None
+) -> _Format | None:
+    """The output format: the one given (``--format``), else the one ``output``'s suffix names, else ``default``."""
+    if given is not None:
+        return given
+    named = suffixes.get(output.suffix.lower()) if output is not None else None
+    return named if named is not None else default
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -27,6 +27,7 @@ from onnxroof.cli.common import (
     _emit,
     _errors,
     app,
+    chosen_format,
     progress_bar,
     shape_options,
 )
@@ -148,7 +149,7 @@ def check(
     from onnxroof.report.console import render_warnings
 
     with _errors(debug):
-        chosen = output_format or (_CHECK_SUFFIXES.get(output.suffix.lower()) if output else None) or CheckFormat.table
+        chosen = chosen_format(output_format, output, _CHECK_SUFFIXES, CheckFormat.table)
         rules = load_budget(budget) if budget is not None else Budget()
         if fail_if_slower is not None and baseline is None:
             raise BudgetError("--fail-if-slower: needs --baseline PREVIOUS.json (or use `onnxroof diff`)")
@@ -222,7 +223,7 @@ def diff(
 
     with _errors(debug):
         tolerance = parse_quantity(fail_if_slower, "share", "--fail-if-slower") if fail_if_slower else None
-        chosen = output_format or (DiffFormat.json if output and output.suffix.lower() == ".json" else DiffFormat.table)
+        chosen = chosen_format(output_format, output, {".json": DiffFormat.json}, DiffFormat.table)
         dims = parse_dim_bindings(dim or [])
         shapes = shape_options(shape)
         docs = [document_of(side, platform, dims, precision, fusion, shapes) for side in (old, new)]

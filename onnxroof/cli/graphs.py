@@ -27,6 +27,7 @@ from onnxroof.cli.common import (
     _emit,
     _errors,
     app,
+    chosen_format,
     shape_options,
 )
 from onnxroof.core.errors import OnnxroofError
@@ -153,7 +154,7 @@ def graph(
     from onnxroof.report import graph as annotate
 
     with _errors(debug):
-        chosen = output_format or (_GRAPH_SUFFIXES.get(output.suffix.lower()) if output else None)
+        chosen = chosen_format(output_format, output, _GRAPH_SUFFIXES)
         if chosen is None:
             raise OnnxroofError("give --format netron, onnx, dot or svg (or an -o file ending in one of those)")
         if chosen is GraphFormat.onnx and output is None:

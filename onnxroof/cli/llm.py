@@ -26,6 +26,7 @@ from onnxroof.cli.common import (
     _emit,
     _errors,
     app,
+    chosen_format,
     shape_options,
 )
 
@@ -78,7 +79,7 @@ def llm(
     from onnxroof.studies.llm import llm as run_llm
 
     with _errors(debug):
-        chosen = output_format or (_SUFFIX_FORMATS.get(output.suffix.lower()) if output else None) or ReportFormat.table
+        chosen = chosen_format(output_format, output, _SUFFIX_FORMATS, ReportFormat.table)
         result = run_llm(
             model,
             platform,

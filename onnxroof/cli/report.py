@@ -27,6 +27,7 @@ from onnxroof.cli.common import (
     _emit,
     _errors,
     app,
+    chosen_format,
     shape_options,
 )
 
@@ -76,7 +77,7 @@ def report(
     from onnxroof.report.measure_view import render_measured_json
 
     with _errors(debug):
-        chosen = output_format or (_SUFFIX_FORMATS.get(output.suffix.lower()) if output else None) or ReportFormat.table
+        chosen = chosen_format(output_format, output, _SUFFIX_FORMATS, ReportFormat.table)
         analysis = analyze(
             model,
             platform=platform,

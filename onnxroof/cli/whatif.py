@@ -20,6 +20,7 @@ from onnxroof.cli.common import (
     DebugOption,
     DensityFileOption,
     DensityOption,
+    DimOption,
     FusionOption,
     OutputOption,
     PeakOption,
@@ -195,12 +196,7 @@ def compare(
             help="A bundled platform name or a platform TOML file; repeat for each platform to compare.",
         ),
     ] = None,
-    dim: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--dim", "-d", help="Bind a symbolic input dim: NAME=VALUE. Repeat for several.", metavar="NAME=VALUE"
-        ),
-    ] = None,
+    dim: DimOption = None,
     shape: ShapeOption = None,
     precision: Annotated[
         str | None, typer.Option(help="Re-cost every platform as if run in this precision (fp32, fp16, int8...).")

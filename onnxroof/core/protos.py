@@ -6,7 +6,7 @@ read, and a graph's topological order. :mod:`onnxroof.core.ir` builds the IR fro
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -111,6 +111,25 @@ def subgraphs_of(node: onnx.NodeProto) -> dict[str, onnx.GraphProto]:
             for k, g in enumerate(attr.graphs):
                 found[f"{attr.name}[{k}]"] = g
     return found
+
+
+def has_bodies(node: onnx.NodeProto) -> bool:
+    """Whether the node carries a subgraph body (an If, Loop, Scan...); ``len`` first, as most nodes have no
+    attribute at all."""
+    return len(node.attribute) > 0 and any(a.type in _BODY_KINDS for a in node.attribute)
+
+
+_BODY_KINDS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every body inside it, at any depth, in pre-order (a body right after the node holding it is
+    reached, before the graph's later nodes)."""
+    yield graph
+    for node in graph.node:
+        if has_bodies(node):
+            for body in subgraphs_of(node).values():
+                yield from all_graphs(body)
 
 
 def _node_reads(node: onnx.NodeProto) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import onnx
 
+from onnxroof.core.protos import all_graphs
 from onnxroof.fleet.cache import ResultCache
 from onnxroof.load.dims import symbolic_dims
 from onnxroof.load.reader import MAX_MODEL_BYTES
@@ -64,18 +65,9 @@ def _facts(data: bytes) -> dict:
 
 def _external_locations(model: onnx.ModelProto) -> list[str]:
     found: set[str] = set()
-    graphs = [model.graph]
-    while graphs:
-        graph = graphs.pop()
+    for graph in all_graphs(model.graph):
         tensors = list(graph.initializer)
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.TENSOR:
-                    tensors.append(attr.t)
-                elif attr.type == onnx.AttributeProto.GRAPH:
-                    graphs.append(attr.g)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
-                    graphs.extend(attr.graphs)
+        tensors += [a.t for node in graph.node for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
         for tensor in tensors:
             if tensor.data_location == onnx.TensorProto.EXTERNAL:
                 found.update(e.value for e in tensor.external_data if e.key == "location")

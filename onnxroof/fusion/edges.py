@@ -65,20 +65,27 @@ def _apply_edge(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
     if pattern.direction == OPERAND:
         return _apply_operand(pattern, unit, state)
     for t in g.ops[unit.anchor].inputs:
-        if t is None or t.name not in g.producer:
-            continue
-        producer = state.unit_of.get(g.producer[t.name])
-        if producer is None or not _joinable(producer, unit, pattern) or producer.out != t.name:
-            continue
-        edge = Edge(pattern, unit, producer, t.name, state)
-        reason = run_checks(edge, pattern.checks)
-        if reason is not None:
-            if reason != NOT_A_CANDIDATE:
-                state.miss(pattern.name, (unit.anchor, *producer.nodes), reason)
-            continue
-        state.merge(unit, producer, pattern.name, pattern.fold, pattern.produces, unit.out)
-        return True
+        if (
+            t is not None
+            and t.name in g.producer
+            and _absorb(pattern, unit, state.unit_of.get(g.producer[t.name]), t.name, state)
+        ):
+            return True
     return False
+
+
+def _absorb(pattern: EdgePattern, unit: Unit, producer: Unit | None, tensor: str, state: PassState) -> bool:
+    """Merge ``producer``, whose output ``tensor`` ``unit`` reads, into ``unit`` when ``pattern``'s checks pass;
+    a candidate refused by a check is recorded as a miss."""
+    if producer is None or not _joinable(producer, unit, pattern) or producer.out != tensor:
+        return False
+    reason = run_checks(Edge(pattern, unit, producer, tensor, state), pattern.checks)
+    if reason is not None:
+        if reason != NOT_A_CANDIDATE:
+            state.miss(pattern.name, (unit.anchor, *producer.nodes), reason)
+        return False
+    state.merge(unit, producer, pattern.name, pattern.fold, pattern.produces, unit.out)
+    return True
 
 
 def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
@@ -91,17 +98,8 @@ def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
             if t is None or i in skip:
                 continue
             root = g.root(t.name)
-            producer = state.unit_of.get(g.producer.get(root, ""))
-            if producer is None or not _joinable(producer, unit, pattern) or producer.out != root:
-                continue
-            edge = Edge(pattern, unit, producer, root, state)
-            reason = run_checks(edge, pattern.checks)
-            if reason is not None:
-                if reason != NOT_A_CANDIDATE:
-                    state.miss(pattern.name, (unit.anchor, *producer.nodes), reason)
-                continue
-            state.merge(unit, producer, pattern.name, pattern.fold, pattern.produces, unit.out)
-            return True
+            if _absorb(pattern, unit, state.unit_of.get(g.producer.get(root, "")), root, state):
+                return True
     return False
 
 

@@ -15,24 +15,13 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxroof.core.errors import ModelError, one_line
-from onnxroof.core.protos import normalize_domain
+from onnxroof.core.protos import all_graphs, normalize_domain
 
 MIN_OPSET = 7
 
 
-def _all_graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _all_graphs(sub)
-
-
 def _external_tensors(model: onnx.ModelProto):
-    for graph in _all_graphs(model.graph):
+    for graph in all_graphs(model.graph):
         for tensor in graph.initializer:
             if tensor.data_location == TensorProto.EXTERNAL:
                 yield tensor
@@ -58,7 +47,8 @@ class ModelScan:
 
 
 def scan_model(model: onnx.ModelProto) -> ModelScan:
-    """One walk over every graph (pre-order, as :func:`_all_graphs`): external tensors and unregistered nodes.
+    """One walk over every graph (pre-order, as :func:`~onnxroof.core.protos.all_graphs`): external tensors and
+    unregistered nodes.
 
     Each check used to walk every graph itself (ten walks of a 200k-node chain: 0.8 s); a node's fields are
     read once here, and ``onnx.defs.has`` is asked once per op type.
@@ -99,7 +89,7 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
                         bodies.append(attr.g)
                     elif kind == graphs_kind:
                         bodies.extend(attr.graphs)
-        for body in bodies:  # after the graph's own nodes, as _all_graphs yields them
+        for body in bodies:  # after the graph's own nodes, as all_graphs yields them
             visit(body)
 
     visit(model.graph)
@@ -217,7 +207,7 @@ def unregistered_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
         return []
     return [
         node
-        for graph in _all_graphs(model.graph)
+        for graph in all_graphs(model.graph)
         for node in graph.node
         if not normalize_domain(node.domain) and not onnx.defs.has(node.op_type, version, "")
     ]
@@ -243,7 +233,7 @@ def masked(model: onnx.ModelProto, nodes: list[onnx.NodeProto]):
 
 def unmask(model: onnx.ModelProto) -> onnx.ModelProto:
     """Undo :func:`masked` on a copy made while it was in force (e.g. shape inference's output), in place."""
-    for graph in _all_graphs(model.graph):
+    for graph in all_graphs(model.graph):
         for node in graph.node:
             if node.domain == MASK_DOMAIN:
                 node.domain = ""

@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.errors import one_line
 from onnxroof.core.ir import NONDETERMINISTIC_OPS
-from onnxroof.core.protos import normalize_domain, topological_order
+from onnxroof.core.protos import has_bodies, normalize_domain, subgraphs_of, topological_order
 from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT, is_static, node_outputs
 
 
@@ -77,9 +77,6 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return types
 
 
-_BODY_KINDS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-
-
 def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -> list[str]:
     """Main-graph outputs without a static type, and the outputs of nodes with bodies (always re-shaped).
 
@@ -87,7 +84,7 @@ def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto])
     static: dict[int, bool] = {}  # id(type) -> is_static; the types are alive in ``types`` throughout
     missing: list[str] = []
     for node in model.graph.node:
-        bodies = len(node.attribute) > 0 and any(a.type in _BODY_KINDS for a in node.attribute)
+        bodies = has_bodies(node)
         for name in node.output:
             if not name:
                 continue
@@ -231,11 +228,7 @@ def fold_small_constants(
     folded: dict[str, np.ndarray] = {}
     for index in topological_order(nodes) if order is None else order:
         node = nodes[index]
-        if (
-            node.op_type in NONDETERMINISTIC_OPS
-            or node.op_type in _MAY_GROW
-            or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
-        ):
+        if node.op_type in NONDETERMINISTIC_OPS or node.op_type in _MAY_GROW or has_bodies(node):
             continue
         if node.op_type == "Constant" and not normalize_domain(node.domain):
             try:
@@ -306,7 +299,7 @@ def _propagate_graph(
         node = nodes[index]
         domain = normalize_domain(node.domain)
         outputs = [o for o in node.output if o]
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        if has_bodies(node):
             filled += _infer_bodies(node, types, known, opsets, ir_version)
             continue
         if not all(is_static(types.get(o)) for o in outputs):
@@ -347,8 +340,7 @@ def _infer_bodies(
     written into the body's ``value_info`` (where costing reads them), and an ``If`` whose outputs are still
     unshaped takes them from a branch whose outputs are static.
     """
-    bodies = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
-    bodies += [g for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+    bodies = list(subgraphs_of(node).values())
     filled = sum(_infer_body(body, types, known, opsets, ir_version) for body in bodies)
     if node.op_type == "If":
         filled += _if_outputs_from_a_branch(node, bodies, types)
