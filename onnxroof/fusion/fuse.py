@@ -162,8 +162,7 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
     sum_read = sum(c.cost.bytes_read for c in costs)
     sum_written = sum(c.cost.bytes_written for c in costs)
     members = set(nodes)
-    view_source, producer, consumers = g.index.view_source, g.producer, g.consumers
-    outputs, alias_children = g.outputs, g.alias_children
+    view_source, producer = g.index.view_source, g.producer
     elementwise = True
     try:
         reads: dict[str, float] = {}
@@ -188,14 +187,7 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
             for t in op.outputs:
                 if t is None:
                     continue
-                name = t.name
-                if name not in outputs and name not in alias_children:  # g.escapes' own shortcut, inline
-                    for user in consumers.get(name, ()):
-                        if user not in members:
-                            break
-                    else:
-                        continue
-                if g.escapes(name, members):
+                if g.escapes(t.name, members):
                     written += t.nbytes
         bytes_read, bytes_written = min(sum(reads.values()), sum_read), min(written, sum_written)
     except ShapeUnknown:

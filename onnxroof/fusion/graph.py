@@ -171,8 +171,7 @@ class PassState:
             if cost is not None and cost.state == costed:
                 outputs = op.outputs
                 out = outputs[0].name if outputs and outputs[0] is not None else None
-                key = op.op_type if op.domain in _PLAIN_DOMAINS else _op_key(op)
-                unit_of[op.id] = Unit(op.id, key, out)
+                unit_of[op.id] = Unit(op.id, _op_key(op), out)
         self.misses: list[MissRecord] = []
 
     def single(self, node: str) -> Unit | None:
@@ -194,22 +193,3 @@ class PassState:
         other.alive = False
         for node in other.nodes:
             self.unit_of[node] = unit
-
-    def merge_group(self, head: Unit, others: list[Unit], pattern: str, produces: str) -> None:
-        """Merge ``others`` into ``head`` at once, as :meth:`merge` would one by one (no fold; the last
-        one's output is the kernel's), with ``pattern`` moved last in the patterns."""
-        names = dict.fromkeys(head.patterns)
-        nodes = [node for other in others for node in other.nodes]
-        head.nodes.extend(nodes)
-        self.unit_of.update(dict.fromkeys(nodes, head))
-        for other in others:
-            if other.folded:
-                head.folded = (*head.folded, *other.folded)
-            if other.patterns:
-                names.update(dict.fromkeys(other.patterns))
-            other.alive = False
-        names.pop(pattern, None)
-        head.patterns = (*names, pattern)
-        head.op_type = produces
-        head.out = others[-1].out
-        head.function = False

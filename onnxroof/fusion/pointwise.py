@@ -397,8 +397,10 @@ def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> No
     """Merge a group's units, sorted by their first node, into the first, whose first node anchors the kernel."""
     head = units[0]
     anchor = min(head.nodes, key=state.g.position.__getitem__)
-    state.merge_group(head, units[1:], pattern.name, "Pointwise")
+    for other in units[1:]:
+        state.merge(head, other, pattern.name, False, "Pointwise", other.out)
     head.anchor = anchor
+    head.patterns = (*(name for name in head.patterns if name != pattern.name), pattern.name)
 
 
 def _private(units: list[Unit], consumer: Unit, state: PassState) -> bool:
