@@ -25,8 +25,8 @@ import math
 import operator
 from array import array
 from collections.abc import Callable
-from typing import NamedTuple
 
+from onnxroof.core.ir import implicit_reads
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
 from onnxroof.fusion.patterns import PointwisePattern
@@ -53,12 +53,6 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
 
 def _zeros(count: int) -> array:
     return array("q", bytes(8 * count))
-
-
-class _Read(NamedTuple):
-    """A tensor an If/Loop/Scan node reads (its inputs, and what its bodies read from the enclosing scope)."""
-
-    name: str
 
 
 class _Blocks:
@@ -164,24 +158,16 @@ class _Blocks:
     def _gather_later(self, later: list[int], state: PassState, number_at: array, seen: array) -> None:
         """The producers of multi-node units and control-flow nodes (what their bodies read included)."""
         g = state.g
-        control: dict[str, list[_Read]] = {}
-        for b in later:
-            item = self.items[b]
-            for node in item.nodes if isinstance(item, Unit) else (item,):
-                if g.ops[node].subgraphs:
-                    control[node] = []
-        if control:
-            for name, readers in g.consumers.items():
-                for node in readers:
-                    if node in control:
-                        control[node].append(_Read(name))
         for b in later:
             item = self.items[b]
             self.pred_start[b] = len(self.preds)
             for node in item.nodes if isinstance(item, Unit) else (item,):
-                reads = control.get(node)
-                for t in g.ops[node].inputs if reads is None else reads:
-                    p = g.producer.get(t.name) if t is not None else None
+                op = g.ops[node]
+                reads = [t.name for t in op.inputs if t is not None]
+                if op.subgraphs:
+                    reads += implicit_reads(op)
+                for name in reads:
+                    p = g.producer.get(name)
                     if p is None:
                         continue
                     bp = number_at[g.position[p]]
