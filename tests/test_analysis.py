@@ -198,12 +198,12 @@ def test_op_type_time_is_the_time_of_the_kernels_anchored_on_that_type() -> None
 
 
 def test_node_results_built_from_slots_equal_the_constructor() -> None:
-    # the per-node loop fills NodeResult's slots directly (analyze._node_result): same value as the constructor
+    # the per-node loop fills NodeResult's slots directly (roofline.kernels.filled): same value as the constructor
     from dataclasses import fields
 
-    from onnxroof.analysis.analyze import NodeResult, _node_result
+    from onnxroof.analysis.analyze import NodeResult
     from onnxroof.roofline.classify import classify
-    from onnxroof.roofline.kernels import POINT_FIELDS, Placement, placed_fields
+    from onnxroof.roofline.kernels import POINT_FIELDS, Placement, filled, placed_fields
 
     analysis = onnxroof.analyze(Path(__file__).parent.parent / "samples" / "tiny_cnn.onnx", dims={"batch": 1})
     names = [f.name for f in fields(Placement)]
@@ -211,9 +211,9 @@ def test_node_results_built_from_slots_equal_the_constructor() -> None:
     assert list(POINT_FIELDS) == names[5:] and list(placed_fields(onnxroof.Cost(), point)) == names
     for node in analysis.nodes:
         values = {f.name: getattr(node, f.name) for f in fields(NodeResult)}
-        assert _node_result(*values.values()) == NodeResult(**values) == node
+        assert filled(NodeResult, *values.values()) == NodeResult(**values) == node
     with pytest.raises(TypeError):
-        _node_result(*list(values.values())[:-1])
+        filled(NodeResult, *list(values.values())[:-1])
 
 
 def test_kernel_results_built_from_slots_equal_the_constructor() -> None:

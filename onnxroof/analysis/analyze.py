@@ -111,12 +111,6 @@ class NodeResult(Placement):
         return data
 
 
-def _node_result(*values: Any) -> NodeResult:
-    """``NodeResult(*values)``, every field positional in field order, built fast
-    (:func:`onnxroof.roofline.kernels.filled`)."""
-    return filled(NodeResult, *values)
-
-
 @dataclass(frozen=True)
 class ModelSummary:
     path: str | None
@@ -370,7 +364,8 @@ def _cost_nodes(
             array_utilization(target, (op,)),
         )
         results.append(
-            _node_result(
+            filled(
+                NodeResult,
                 cost.flops,
                 cost.macs,
                 cost.bytes_read,
