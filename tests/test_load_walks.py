@@ -122,8 +122,11 @@ def test_value_types_share_equal_types_and_equal_graph_value_types(tmp_path) -> 
     )
     loaded = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     shared = value_types(loaded.model)
-    assert shared == graph_value_types(loaded.model.graph)
-    assert list(shared) == list(graph_value_types(loaded.model.graph))
+    g = loaded.model.graph
+    plain = {v.name: v.type for v in [*g.value_info, *g.input, *g.output] if v.type.HasField("tensor_type")}
+    plain.update({t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in g.initializer})
+    assert shared == plain and list(shared) == list(plain)  # one TypeProto per type, same mapping as one per value
+    assert graph_value_types(g) == shared
     assert len({id(shared[f"t{i}"]) for i in range(6)}) == 1
     assert shared["w0"] is shared["w1"]
     assert loaded.order == tuple(range(6))

@@ -181,11 +181,26 @@ def topological_order(nodes: Sequence[onnx.NodeProto]) -> tuple[int, ...]:
 
 
 def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
-    """Types ONNX inference recorded in one (sub)graph: value_info, inputs, outputs, initializers."""
+    """Types ONNX inference recorded in one (sub)graph: value_info, inputs, outputs, initializers.
+
+    Values with equal types (every ``[1, 16]`` float tensor) map to ONE TypeProto, the first one met: a Python
+    wrapper per tensor costs ~150 B, and readers may cache what they derive from a type by identity. The types
+    are read, never changed."""
+    shared: dict[bytes, onnx.TypeProto | None] = {}
     types: dict[str, onnx.TypeProto] = {}
-    for value in [*graph.value_info, *graph.input, *graph.output]:
-        if value.type.HasField("tensor_type"):
-            types[value.name] = value.type
+    for values in (graph.value_info, graph.input, graph.output):
+        for value in values:
+            type_proto = value.type
+            key = type_proto.SerializeToString()
+            canonical = shared.get(key, False)
+            if canonical is False:
+                canonical = shared[key] = type_proto if type_proto.HasField("tensor_type") else None
+            if canonical is not None:
+                types[value.name] = canonical
+    made: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
     for tensor in graph.initializer:
-        types[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+        key = (tensor.data_type, tuple(tensor.dims))
+        if key not in made:
+            made[key] = helper.make_tensor_type_proto(key[0], list(key[1]))
+        types[tensor.name] = made[key]
     return types

@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.errors import one_line
 from onnxroof.core.ir import NONDETERMINISTIC_OPS
-from onnxroof.core.protos import has_bodies, normalize_domain, subgraphs_of, topological_order
+from onnxroof.core.protos import graph_value_types, has_bodies, normalize_domain, subgraphs_of, topological_order
 from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT, is_static, node_outputs
 
 
@@ -50,31 +50,8 @@ def _short(message: str, limit: int = 300) -> str:
 
 
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
-    """The main graph's :func:`~onnxroof.core.protos.graph_value_types`, equal types shared.
-
-    Value infos with equal types (every ``[1, 16]`` float tensor) map to ONE TypeProto (the first one met; the
-    types are read, never changed): a Python wrapper per tensor costs ~150 B, and consumers may cache what
-    they derive from a type by identity. Insertion order and values are those of ``graph_value_types``.
-    """
-    graph = model.graph
-    shared: dict[bytes, onnx.TypeProto | None] = {}
-    types: dict[str, onnx.TypeProto] = {}
-    for values in (graph.value_info, graph.input, graph.output):
-        for value in values:
-            type_proto = value.type
-            key = type_proto.SerializeToString()
-            canonical = shared.get(key, False)
-            if canonical is False:
-                canonical = shared[key] = type_proto if type_proto.HasField("tensor_type") else None
-            if canonical is not None:
-                types[value.name] = canonical
-    made: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
-    for tensor in graph.initializer:
-        key = (tensor.data_type, tuple(tensor.dims))
-        if key not in made:
-            made[key] = helper.make_tensor_type_proto(key[0], list(key[1]))
-        types[tensor.name] = made[key]
-    return types
+    """The main graph's :func:`~onnxroof.core.protos.graph_value_types` (equal types shared)."""
+    return graph_value_types(model.graph)
 
 
 def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -> list[str]:
