@@ -54,14 +54,7 @@ def _apply_edge(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
         joined = next((c for c in candidates if _joinable(c, unit, pattern)), None)
         if joined is None:
             return False
-        edge = Edge(pattern, unit, joined, unit.out, state)
-        reason = run_checks(edge, pattern.checks)
-        if reason is not None:
-            if reason != NOT_A_CANDIDATE:
-                state.miss(pattern.name, (unit.anchor, *joined.nodes), reason)
-            return False
-        state.merge(unit, joined, pattern.name, pattern.fold, pattern.produces, joined.out)
-        return True
+        return _merge_if_checked(pattern, unit, joined, unit.out, joined.out, state)
     if pattern.direction == OPERAND:
         return _apply_operand(pattern, unit, state)
     for t in g.ops[unit.anchor].inputs:
@@ -79,12 +72,20 @@ def _absorb(pattern: EdgePattern, unit: Unit, producer: Unit | None, tensor: str
     a candidate refused by a check is recorded as a miss."""
     if producer is None or not _joinable(producer, unit, pattern) or producer.out != tensor:
         return False
-    reason = run_checks(Edge(pattern, unit, producer, tensor, state), pattern.checks)
+    return _merge_if_checked(pattern, unit, producer, tensor, unit.out, state)
+
+
+def _merge_if_checked(
+    pattern: EdgePattern, unit: Unit, other: Unit, tensor: str, out: str | None, state: PassState
+) -> bool:
+    """Merge ``other`` (joined to ``unit`` through ``tensor``) into ``unit``, the kernel writing ``out``, when
+    ``pattern``'s checks pass; a candidate refused by a check is recorded as a miss."""
+    reason = run_checks(Edge(pattern, unit, other, tensor, state), pattern.checks)
     if reason is not None:
         if reason != NOT_A_CANDIDATE:
-            state.miss(pattern.name, (unit.anchor, *producer.nodes), reason)
+            state.miss(pattern.name, (unit.anchor, *other.nodes), reason)
         return False
-    state.merge(unit, producer, pattern.name, pattern.fold, pattern.produces, unit.out)
+    state.merge(unit, other, pattern.name, pattern.fold, pattern.produces, out)
     return True
 
 
