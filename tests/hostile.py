@@ -87,6 +87,9 @@ def fuse_first_kernels(analysis, count: int = 2, pattern: str = "test_fused"):
     figures are the sums of its parts (its roofline place is the first part's: renderers do not re-derive it).
     """
     import dataclasses
+    from types import SimpleNamespace
+
+    from onnxroof.roofline.kernels import KernelResult
 
     parts = analysis.kernels[:count]
     first = parts[0]
@@ -106,12 +109,13 @@ def fuse_first_kernels(analysis, count: int = 2, pattern: str = "test_fused"):
             "ideal_latency_s",
         )
     }
-    merged = dataclasses.replace(
-        first,
+    fields = {name: getattr(first, name) for name in KernelResult.FIELDS}
+    fields.update(
         id="kfused",
         patterns=tuple(pattern.split("+")),
         node_ids=tuple(n for k in parts for n in k.node_ids),
         op_types=tuple(o for k in parts for o in k.op_types),
         **summed,
     )
+    merged = SimpleNamespace(**fields, pattern=pattern, bytes=fields["bytes_read"] + fields["bytes_written"])
     return dataclasses.replace(analysis, kernels=(merged, *analysis.kernels[count:]))

@@ -13,6 +13,8 @@ from helpers import parse_model
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxroof
+from onnxroof.analysis.results import NodeResult
+from onnxroof.roofline.kernels import KernelResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -197,39 +199,38 @@ def test_op_type_time_is_the_time_of_the_kernels_anchored_on_that_type() -> None
     assert sum(r.latency_s for r in rows.values()) == pytest.approx(sum(k.latency_s for k in analysis.kernels))
 
 
-def test_node_results_built_from_slots_equal_the_constructor() -> None:
-    # the per-node loop fills NodeResult's slots directly (roofline.kernels.filled): same value as the constructor
-    from dataclasses import fields
-
-    from onnxroof.analysis.analyze import NodeResult
-    from onnxroof.roofline.classify import classify
-    from onnxroof.roofline.kernels import POINT_FIELDS, Placement, filled, placed_fields
-
-    analysis = onnxroof.analyze(Path(__file__).parent.parent / "samples" / "tiny_cnn.onnx", dims={"batch": 1})
-    names = [f.name for f in fields(Placement)]
-    point = classify(onnxroof.Cost(flops=1.0, bytes_read=2.0), analysis.platform, "fp32")
-    assert list(POINT_FIELDS) == names[5:] and list(placed_fields(onnxroof.Cost(), point)) == names
-    for node in analysis.nodes:
-        values = {f.name: getattr(node, f.name) for f in fields(NodeResult)}
-        assert filled(NodeResult, *values.values()) == NodeResult(**values) == node
-    with pytest.raises(TypeError):
-        filled(NodeResult, *list(values.values())[:-1])
-
-
-def test_kernel_results_built_from_slots_equal_the_constructor() -> None:
-    # place_kernel fills KernelResult's slots directly (roofline.kernels.filled): same value as the constructor
-    from dataclasses import fields
-
-    from onnxroof.roofline.kernels import KernelResult, filled
-
+def test_placed_columns_follow_the_roofline_formula_row_by_row() -> None:
+    # placement is vectorized over the kernels' and nodes' columns: each row must still be the plain roofline,
+    # t = max(F / P, B / W) + launch (xavier: no cache levels, no efficiency figures), computed here in Python
     sample = Path(__file__).parent.parent / "samples" / "tiny_transformer.onnx"
-    analysis = onnxroof.analyze(sample, dims={"batch": 1, "seq": 16})
+    analysis = onnxroof.analyze(sample, "xavier", dims={"batch": 1, "seq": 16})
+    platform = analysis.platform
     assert len(analysis.kernels) > 1
-    for kernel in analysis.kernels:
-        values = {f.name: getattr(kernel, f.name) for f in fields(KernelResult)}
-        assert filled(KernelResult, *values.values()) == KernelResult(**values) == kernel
-    with pytest.raises(TypeError):
-        filled(KernelResult, *list(values.values())[:-1])
+    for row in (*analysis.kernels, *analysis.nodes):
+        runs = not isinstance(row, NodeResult) or row.state == "costed"
+        if not runs:
+            assert row.latency_s == 0.0 and row.bound == "none" and row.energy_j is None
+            continue
+        peak = platform.peak(row.precision)
+        launches = 1 if isinstance(row, KernelResult) else row.t_overhead_s / platform.launch_overhead_s
+        expected = max(row.flops / peak, row.bytes / platform.roof_bandwidth) + platform.launch_overhead_s * launches
+        assert row.latency_s == pytest.approx(expected, rel=1e-12)
+        assert row.peak_flops == peak and row.ridge == peak / platform.roof_bandwidth
+        compute = row.flops / peak >= row.bytes / platform.roof_bandwidth and row.flops > 0
+        assert row.bound == ("compute" if compute else "memory")
+
+
+def test_results_are_light_views_of_columns() -> None:
+    analysis = onnxroof.analyze(Path(__file__).parent.parent / "samples" / "tiny_cnn.onnx", dims={"batch": 1})
+    first, again = analysis.nodes[0], analysis.nodes[0]
+    assert first == again and first is not again  # built on demand, equal by their fields
+    assert list(first.to_dict()) == list(NodeResult.FIELDS)
+    assert list(analysis.kernels[0].to_dict())[:2] == ["id", "pattern"]
+    assert [n.id for n in analysis.nodes] == [op.id for op in analysis.ir.ops]
+    assert analysis.nodes[-1] == list(analysis.nodes)[-1] and len(analysis.nodes[1:3]) == 2
+    assert isinstance(analysis.nodes.figures.latency_s, np.ndarray)
+    with pytest.raises(IndexError):
+        analysis.nodes[len(analysis.nodes)]
 
 
 def test_nodes_of_equal_costs_share_one_node_cost_but_int_figures_stay_ints() -> None:

@@ -26,6 +26,7 @@ from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
+from onnxroof.analysis.whatif import WhatIf
 from onnxroof.cli import app
 from onnxroof.core.errors import DimsError, ModelError, OnnxroofError, PlatformError, StrictError
 from onnxroof.core.units import seconds, si
@@ -249,7 +250,7 @@ BAD_CASES: dict[str, Bad] = {
         PlatformError,
         ("xavier", "int4"),
         ("--dim", "batch=1", "--precision", "int4"),
-        {"dims": {"batch": 1}, "precision": "int4"},
+        {"dims": {"batch": 1}, "whatif": WhatIf(precision="int4")},
     ),
     "strict-unsupported": Bad(
         _save(custom_op_model(), "custom.onnx"), StrictError, ("Foo", "--strict"), ("--strict",), {"strict": True}

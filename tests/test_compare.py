@@ -14,6 +14,7 @@ from helpers import ENERGY_TOML, write_platform
 from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
+from onnxroof.analysis.whatif import WhatIf
 from onnxroof.cli import app
 from onnxroof.core.errors import PlatformError
 from onnxroof.report.compare_view import CSV_FIELDS, compare_dict, compare_figure, render_compare_chart
@@ -81,7 +82,7 @@ def test_whatif_options_reach_every_platform() -> None:
     assert result.whatif.precision == "fp16"
     for row in result.rows:
         assert row.precision == "fp16"
-        assert row.latency_s == analyze(CNN, row.platform, DIMS, precision="fp16").totals.latency_s
+        assert row.latency_s == analyze(CNN, row.platform, DIMS, whatif=WhatIf(precision="fp16")).totals.latency_s
 
 
 @pytest.mark.parametrize(

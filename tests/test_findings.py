@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.findings import RULES, SEVERITIES, Finding, find, has_tensor_cores
+from onnxroof.analysis.whatif import WhatIf
 from onnxroof.platform.lookup import load_platform
 from onnxroof.report.data import render_json
 
@@ -130,8 +131,8 @@ def tiny_memory(name: str = "xavier"):
     return dataclasses.replace(load_platform(name), memory_capacity=1e3)
 
 
-def ids(model, platform="xavier", **kwargs) -> dict[str, Finding]:
-    found = find(analyze(model, platform=platform, **kwargs))
+def ids(model, platform="xavier", dims=None, **knobs) -> dict[str, Finding]:
+    found = find(analyze(model, platform=platform, dims=dims, whatif=WhatIf(**knobs)))
     return {f.id: f for f in found}
 
 

@@ -19,6 +19,7 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import onnxroof
 from onnxroof.analysis.analyze import Analysis
+from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.fusion.patterns import QDQ_PATTERNS
 from onnxroof.roofline.classify import kernel_op_class
@@ -185,7 +186,7 @@ def test_the_qdq_model_moves_fewer_bytes(cnn, fusion) -> None:
 
 def test_a_what_if_float_precision_leaves_the_integer_kernels_at_int8(cnn) -> None:
     _, qdq = cnn
-    fp16 = analyze(qdq, CNN_DIMS, precision="fp16")
+    fp16 = analyze(qdq, CNN_DIMS, whatif=WhatIf(precision="fp16"))
     assert {k.precision for k in fp16.kernels if not QDQ_PATTERNS.isdisjoint(patterns(k))} == {"int8"}
     assert {k.precision for k in fp16.kernels if QDQ_PATTERNS.isdisjoint(patterns(k))} == {"fp16"}
 

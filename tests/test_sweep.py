@@ -17,6 +17,7 @@ from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
+from onnxroof.analysis.whatif import WhatIf
 from onnxroof.cli import app
 from onnxroof.core.errors import DimsError, PlatformError
 from onnxroof.report.sweep_view import POINT_FIELDS, render_sweep_chart, sweep_dict
@@ -117,7 +118,7 @@ def test_precision_sweep_keeps_the_given_order() -> None:
     result = sweep(TRANSFORMER, "agx-orin", {"batch": 1, "seq": 16}, precisions=["int8", "fp32", "fp16"])
     assert result.axis == "precision" and [p.value for p in result.points] == ["int8", "fp32", "fp16"]
     for point in result.points:
-        alone = analyze(TRANSFORMER, "agx-orin", {"batch": 1, "seq": 16}, precision=str(point.value))
+        alone = analyze(TRANSFORMER, "agx-orin", {"batch": 1, "seq": 16}, whatif=WhatIf(precision=str(point.value)))
         assert point.latency_s == alone.totals.latency_s and point.bytes == alone.totals.fused.bytes
     by = {p.value: p for p in result.points}
     assert by["fp16"].bytes < by["fp32"].bytes  # float tensors take the precision's element size
@@ -213,7 +214,7 @@ def test_cli_fixed_precision_during_a_dim_sweep() -> None:
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["whatif"]["precision"] == "fp16"
-    alone = analyze(CNN, "xavier", {"batch": 2}, precision="fp16")
+    alone = analyze(CNN, "xavier", {"batch": 2}, whatif=WhatIf(precision="fp16"))
     assert document["points"][1]["latency_s"] == alone.totals.latency_s
 
 

@@ -97,7 +97,7 @@ def only_kernel(analysis: onnxroof.Analysis):
 def test_precision_restates_every_float_tensor_of_a_gemm(tmp_path: Path, precision: str, size: int) -> None:
     m, k, n = 64, 96, 32
     model = gemm_model(tmp_path / "g.onnx", m, k, n)
-    analysis = onnxroof.analyze(model, "h100", precision=precision)
+    analysis = onnxroof.analyze(model, "h100", whatif=WhatIf(precision=precision))
     kernel = only_kernel(analysis)
     assert kernel.bytes == size * (m * k + k * n + m * n)
     assert kernel.flops == 2 * m * k * n
@@ -109,7 +109,7 @@ def test_precision_restates_every_float_tensor_of_a_gemm(tmp_path: Path, precisi
 def test_int8_halves_the_bytes_of_an_fp16_gemm(tmp_path: Path) -> None:
     model = gemm_model(tmp_path / "g.onnx", 128, 128, 128, TensorProto.FLOAT16)
     as_is = only_kernel(onnxroof.analyze(model, "agx-orin"))
-    int8 = only_kernel(onnxroof.analyze(model, "agx-orin", precision="int8"))
+    int8 = only_kernel(onnxroof.analyze(model, "agx-orin", whatif=WhatIf(precision="int8")))
     assert as_is.precision == "fp16"
     assert int8.bytes == as_is.bytes / 2
     assert int8.peak_flops == load_platform("agx-orin").peak("int8")
@@ -127,7 +127,7 @@ def test_integer_tensors_keep_their_element_size(tmp_path: Path) -> None:
     path = tmp_path / "gather.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     fp32 = onnxroof.analyze(path, "h100").totals.bytes
-    fp16 = onnxroof.analyze(path, "h100", precision="fp16").totals.bytes
+    fp16 = onnxroof.analyze(path, "h100", whatif=WhatIf(precision="fp16")).totals.bytes
     index_bytes = 8 * 16
     assert fp16 - index_bytes == pytest.approx((fp32 - index_bytes) / 2)
 
@@ -135,7 +135,7 @@ def test_integer_tensors_keep_their_element_size(tmp_path: Path) -> None:
 def test_a_precision_the_platform_lacks_is_an_error_naming_what_it_has(tmp_path: Path) -> None:
     model = gemm_model(tmp_path / "g.onnx", 8, 8, 8)
     with pytest.raises(PlatformError, match="fp32, fp16, int8"):
-        onnxroof.analyze(model, "xavier", precision="bf16")
+        onnxroof.analyze(model, "xavier", whatif=WhatIf(precision="bf16"))
 
 
 # ---------------------------------------------------------------------------------------------- sparsity
@@ -146,17 +146,17 @@ def test_two_four_skip_compute_halves_flops_only_where_the_platform_supports_it(
     model = gemm_model(tmp_path / "g.onnx", m, k, n)
     dense = 2 * m * k * n
     knobs = {"precision": "fp16", "densities": {"weight": 0.5}, "skip_compute": True}
-    sparse_gpu = onnxroof.analyze(model, "a100", **knobs)  # has 2:4 sparse fp16 peaks
+    sparse_gpu = onnxroof.analyze(model, "a100", whatif=WhatIf.of(**knobs))  # has 2:4 sparse fp16 peaks
     assert only_kernel(sparse_gpu).flops == dense / 2
     assert sparse_gpu.nodes[0].compute_density == 0.5
-    no_sparse = onnxroof.analyze(model, "xavier", **knobs)  # Volta: no structured sparsity
+    no_sparse = onnxroof.analyze(model, "xavier", whatif=WhatIf.of(**knobs))  # Volta: no structured sparsity
     assert only_kernel(no_sparse).flops == dense
     assert any("cannot skip zeros" in w for w in no_sparse.warnings)
-    too_dense = onnxroof.analyze(model, "a100", **{**knobs, "densities": {"weight": 0.6}})
+    too_dense = onnxroof.analyze(model, "a100", whatif=WhatIf.of(**{**knobs, "densities": {"weight": 0.6}}))
     assert only_kernel(too_dense).flops == dense
-    sparser = onnxroof.analyze(model, "a100", **{**knobs, "densities": {"weight": 0.2}})
+    sparser = onnxroof.analyze(model, "a100", whatif=WhatIf.of(**{**knobs, "densities": {"weight": 0.2}}))
     assert only_kernel(sparser).flops == dense / 2  # 2:4 runs at density 1/2, never lower
-    off = onnxroof.analyze(model, "a100", precision="fp16", densities={"weight": 0.5})
+    off = onnxroof.analyze(model, "a100", whatif=WhatIf.of(precision="fp16", densities={"weight": 0.5}))
     assert only_kernel(off).flops == dense
     assert any("change nothing" in w for w in off.warnings)
 
@@ -165,29 +165,31 @@ def test_unstructured_hardware_skips_every_zero_pair(tmp_path: Path) -> None:
     m, k, n = 32, 64, 16
     model = gemm_model(tmp_path / "g.onnx", m, k, n)
     platform = platform_file(tmp_path / "sparse.toml", sparsity="unstructured")
-    analysis = onnxroof.analyze(model, platform, densities={"weight": 0.5, "input": 0.8}, skip_compute=True)
+    analysis = onnxroof.analyze(
+        model, platform, whatif=WhatIf.of(densities={"weight": 0.5, "input": 0.8}, skip_compute=True)
+    )
     kernel = only_kernel(analysis)
     assert kernel.flops == pytest.approx(2 * m * k * n * 0.5 * 0.8)
     assert kernel.bytes == 4 * (m * k + k * n + m * n)  # skip_compute alone moves the same bytes
 
 
-def test_one_whatif_object_equals_the_keywords(tmp_path: Path) -> None:
+def test_whatif_is_the_one_way_to_pass_the_knobs(tmp_path: Path) -> None:
     model = gemm_model(tmp_path / "g.onnx", 32, 64, 16)
     knobs = WhatIf(precision="fp16", densities=Densities(weight=0.25, input=0.5), compress_mem=True)
     given_once = onnxroof.analyze(model, "h100", whatif=knobs)
-    keywords = onnxroof.analyze(
-        model, "h100", precision="fp16", densities={"weight": 0.25, "input": 0.5}, compress_mem=True
-    )
-    assert given_once.whatif == keywords.whatif == knobs
-    assert given_once.totals == keywords.totals
-    with pytest.raises(TypeError, match="not both"):
-        onnxroof.analyze(model, "h100", whatif=knobs, compress_mem=True)
+    assert given_once.whatif == knobs
+    assert WhatIf.of(precision="fp16", densities={"weight": 0.25, "input": 0.5}, compress_mem=True) == knobs
+    for loose in ({"precision": "fp16"}, {"compress_mem": True}, {"densities": {"weight": 0.5}}, {"peak": True}):
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            onnxroof.analyze(model, "h100", **loose)
 
 
 def test_compress_mem_stores_nonzeros_plus_a_bitmap(tmp_path: Path) -> None:
     m, k, n = 32, 64, 16
     model = gemm_model(tmp_path / "g.onnx", m, k, n)
-    analysis = onnxroof.analyze(model, "h100", densities={"weight": 0.25, "input": 0.5}, compress_mem=True)
+    analysis = onnxroof.analyze(
+        model, "h100", whatif=WhatIf.of(densities={"weight": 0.25, "input": 0.5}, compress_mem=True)
+    )
     kernel = only_kernel(analysis)
     assert analysis.totals.weight_bytes == k * n * (4 * 0.25 + 1 / 8)
     assert kernel.bytes_read == k * n * (4 * 0.25 + 1 / 8) + m * k * (4 * 0.5 + 1 / 8)
@@ -208,9 +210,7 @@ def test_layer_densities_from_a_file(tmp_path: Path) -> None:
     toml = tmp_path / "d.toml"
     toml.write_text("[layers.mm]\nweight = 0.5\n", encoding="utf-8")
     layers = load_layer_densities(toml)
-    analysis = onnxroof.analyze(
-        model, "h100", layer_densities={k_: v.to_dict() for k_, v in layers.items()}, compress_mem=True
-    )
+    analysis = onnxroof.analyze(model, "h100", whatif=WhatIf(layers=layers, compress_mem=True))
     assert analysis.totals.weight_bytes == k * n * (4 * 0.5 + 1 / 8)
     as_json = tmp_path / "d.json"
     as_json.write_text(json.dumps({"layers": {"0:mm": {"weight": 0.5}}}), encoding="utf-8")
@@ -236,7 +236,7 @@ def test_bad_density_files_name_the_key(tmp_path: Path, text: str, message: str)
 def test_a_density_file_naming_no_node_is_an_error(tmp_path: Path) -> None:
     model = gemm_model(tmp_path / "g.onnx", 4, 4, 4)
     with pytest.raises(WhatIfError, match=re.escape("layers.nope: no node")):
-        onnxroof.analyze(model, "h100", layer_densities={"nope": {"weight": 0.5}}, compress_mem=True)
+        onnxroof.analyze(model, "h100", whatif=WhatIf.of(layer_densities={"nope": {"weight": 0.5}}, compress_mem=True))
 
 
 @pytest.mark.parametrize("option", ["weight=0", "weight=2", "bias=0.5", "weight", "weight=x"])
@@ -333,7 +333,7 @@ def test_kernel_energy_is_ops_times_e_op_plus_bytes_times_e_mem(tmp_path: Path) 
     assert totals.energy_j == pytest.approx(kernel.energy_j)
     assert totals.energy_delay_js == pytest.approx(kernel.energy_j * totals.latency_s)
     assert totals.energy_memory_share == pytest.approx(moved * 10 / (flops * 2 + moved * 10))
-    half = only_kernel(onnxroof.analyze(model, platform, precision="fp16"))
+    half = only_kernel(onnxroof.analyze(model, platform, whatif=WhatIf(precision="fp16")))
     assert half.energy_j == pytest.approx(flops * 0.5 * PJ + moved / 2 * 10 * PJ)
 
 
@@ -458,7 +458,9 @@ def test_sustained_roofs_by_default_and_the_datasheet_roofline_with_peak(tmp_pat
     ):
         sustained = onnxroof.analyze(model, platform)
         datasheet = onnxroof.analyze(model, platform, whatif=WhatIf(peak=True))
-        assert onnxroof.analyze(model, platform, peak=True).totals.latency_s == datasheet.totals.latency_s
+        assert (
+            onnxroof.analyze(model, platform, whatif=WhatIf(peak=True)).totals.latency_s == datasheet.totals.latency_s
+        )
         t = sustained.totals
         assert t.latency_s == pytest.approx(seconds_of(t, t.flops, 0.8 * 100e9, 0.5 * 10e12), rel=1e-9)
         assert datasheet.totals.latency_s == pytest.approx(seconds_of(t, t.flops, 100e9, 10e12), rel=1e-9)

@@ -1,128 +1,48 @@
 """The analysis: every node costed, placed on the roofline, and summed — as one immutable value.
 
 ``analyze(model, platform, dims)`` is the public entry point; the CLI and every renderer consume the
-:class:`Analysis` it returns. Numbers stay numbers in SI units (FLOPs, bytes, seconds); formatting happens
-only in renderers.
+:class:`Analysis` it returns. It composes the stages of :mod:`onnxroof.analysis.stages` (read → bind → cost → fuse)
+with :func:`place`, the placement stage: a platform and a time model turn the kernels' and nodes' columns into
+figures. Numbers stay numbers in SI units (FLOPs, bytes, seconds); formatting happens only in renderers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import os
-from collections import Counter
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 import networkx as nx
+import numpy as np
 import onnx
 
-from onnxroof.analysis.grouping import array_utilization, build_kernels, channels_of, cold_weight_bytes
-from onnxroof.analysis.liveness import peak_activation_memory
-from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
-from onnxroof.analysis.whatif import (
-    WhatIf,
-    compute_density,
-    make_restate,
-    operand_densities,
-    skip_zeros,
-    tensor_densities,
-    whatif_warnings,
+from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable
+from onnxroof.analysis.stages import (
+    FusedModel,
+    ModelFile,
+    bind,
+    cost,
+    fallback_warnings,
+    fuse,
+    raise_if_incomplete,
 )
-from onnxroof.core.cost import merge_weights
-from onnxroof.core.errors import StrictError
+from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
+from onnxroof.analysis.whatif import WhatIf, whatif_warnings
 from onnxroof.core.index import GraphIndex, graph_index
-from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_ir
-from onnxroof.core.states import NodeState, Role, RuleKind
-from onnxroof.costing.control_flow import NodeCost
-from onnxroof.costing.node import cost_node
-from onnxroof.costing.node import op_key as _op_key
+from onnxroof.core.ir import ModelIR, OpView
+from onnxroof.core.states import NodeState
 from onnxroof.fusion.fuse import Miss
-from onnxroof.fusion.patterns import graph_captured
-from onnxroof.load.reader import load_model
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import op_class, precision_of, resolve_precision
-from onnxroof.roofline.kernels import KernelResult, Placement, filled, node_points
+from onnxroof.roofline.classify import resolve_precision
+from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
+from onnxroof.roofline.pe_array import array_gemm, utilization
+from onnxroof.roofline.place import ROOFLINE, TimeModel, Work, floats
+from onnxroof.roofline.place import place as place_rows
 
-
-def _shape_text(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
-    return None if shape is None else list(shape)
-
-
-class _ShapeTexts:
-    """The shapes of a node's tensors as :attr:`NodeResult.input_shapes` gives them (a list per tensor, None for
-    an absent tensor or an unknown rank), equal shapes sharing one tuple and one list per analysis: a model's
-    nodes repeat few shapes, and a fresh list for every tensor of every node costs ~250 bytes a node."""
-
-    def __init__(self, limit: int = 4096) -> None:
-        self._texts: dict[tuple, tuple[list[int | None] | None, ...]] = {}
-        self._lists: dict[tuple[int | None, ...], list[int | None]] = {}
-        self._limit = limit
-
-    def __call__(self, tensors: tuple[TensorInfo | None, ...]) -> tuple[list[int | None] | None, ...]:
-        key = tuple([None if t is None else t.shape for t in tensors])
-        found = self._texts.get(key)
-        if found is None:
-            if len(self._texts) >= self._limit:
-                self._texts.clear()
-                self._lists.clear()
-            found = self._texts[key] = tuple([None if shape is None else self._list(shape) for shape in key])
-        return found
-
-    def _list(self, shape: tuple[int | None, ...]) -> list[int | None]:
-        found = self._lists.get(shape)
-        if found is None:
-            found = self._lists[shape] = list(shape)
-        return found
-
-
-@dataclass(frozen=True, slots=True)
-class NodeResult(Placement):
-    """One node: what it is, what it costs, where it sits on the roofline.
-
-    ``input_shapes`` and ``output_shapes`` hold one list per tensor (None: absent, or rank unknown); nodes of equal
-    shapes share these lists and tuples (a huge graph repeats few shapes), so treat them as read-only."""
-
-    id: str
-    name: str
-    op_type: str
-    domain: str
-    state: NodeState
-    kind: RuleKind | str  # compute | layout | view | metadata | "" (no rule)
-    dtype: str
-    precision: str
-    input_shapes: tuple[list[int | None] | None, ...]
-    output_shapes: tuple[list[int | None] | None, ...]
-    note: str = ""
-    compute_density: float = 1.0
-    """Share of the node's dense FLOPs counted under ``skip_compute`` (1: all; see :mod:`onnxroof.analysis.whatif`)."""
-    missing_tensor: str | None = None
-    """The tensor without a static shape that kept the node from being costed (state ``unknown_shape``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field as plain data (shapes as lists)."""
-        data = self._plain()
-        data["input_shapes"] = list(self.input_shapes)
-        data["output_shapes"] = list(self.output_shapes)
-        return data
-
-
-@dataclass(frozen=True)
-class ModelSummary:
-    path: str | None
-    graph_name: str
-    producer: str
-    ir_version: int
-    opset: int
-    nodes: int
-    dims: Mapping[str, int]
-    inputs: tuple[tuple[str, list[int | None] | None, str], ...]
-    outputs: tuple[tuple[str, list[int | None] | None, str], ...]
-    subgraph_nodes: tuple[str, ...]  # If/Loop/Scan node ids (their bodies are costed, see control_flow)
+__all__ = ["Analysis", "ModelSummary", "NodeResult", "analyze", "place"]
 
 
 @dataclass(frozen=True)
@@ -132,12 +52,14 @@ class Analysis:
     model: ModelSummary
     platform: Platform
     precision_override: str | None
-    nodes: tuple[NodeResult, ...]
+    nodes: NodeTable
+    """Every node as columns; indexing or iterating gives :class:`NodeResult` views."""
     totals: Totals
     op_types: tuple[OpTypeRow, ...]
     unsupported: Mapping[str, tuple[str, ...]]  # "domain::op_type" or op_type -> node ids
     warnings: tuple[str, ...]
-    kernels: tuple[KernelResult, ...] = ()
+    kernels: KernelTable
+    """The kernels the runtime launches, as columns; indexing or iterating gives :class:`KernelResult` views."""
     fusion_profile: str = "none"
     fusion_misses: tuple[Miss, ...] = ()
     ir: ModelIR | None = field(compare=False, repr=False, default=None)
@@ -147,6 +69,8 @@ class Analysis:
 
     index: GraphIndex | None = field(compare=False, repr=False, default=None)
     """The IR's graph index (producers, consumers, view roots), None when there is no graph."""
+    time_model: str = ROOFLINE.name
+    """The time model that turned kernels into time (:mod:`onnxroof.roofline.place`)."""
 
     @property
     def graph(self) -> nx.DiGraph | None:
@@ -170,7 +94,7 @@ class Analysis:
         ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
         return tuple(ranked[:count])
 
-    def to_dataframe(self):
+    def to_dataframe(self):  # type: ignore[no-untyped-def]
         """Per-node results as a pandas DataFrame (one row per node, SI units)."""
         import pandas as pd
 
@@ -181,277 +105,157 @@ class Analysis:
         return tuple(ranked[:count])
 
 
-# --------------------------------------------------------------------------------------------- costing
+# ---------------------------------------------------------------------------------------------- stages
 
 
 def analyze(
-    model: str | os.PathLike | onnx.ModelProto,
+    model: str | os.PathLike | onnx.ModelProto | ModelFile,
     platform: str | os.PathLike | Platform = "xavier",
     dims: Mapping[str, object] | None = None,
-    precision: str | None = None,
-    strict: bool = False,
-    fusion: str | None = None,
     *,
     whatif: WhatIf | None = None,
-    densities: Mapping[str, float] | None = None,
-    layer_densities: Mapping[str, Mapping[str, float]] | None = None,
-    compress_mem: bool = False,
-    skip_compute: bool = False,
+    strict: bool = False,
+    fusion: str | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
-    peak: bool = False,
+    time_model: TimeModel = ROOFLINE,
 ) -> Analysis:
-    """Cost every node of ``model`` and place it on ``platform``'s roofline.
+    """Cost every node of ``model`` and place it on ``platform``'s roofline: read → bind → cost → fuse → place.
 
     ``dims`` binds symbolic input dims (``{"batch": 1}``), ``shapes`` whole inputs (``{"x": (1, 3, 48, 192)}``;
-    a conflict between the two raises :class:`~onnxroof.core.errors.DimsError`); ``precision`` re-costs the model
-    as if run in that precision (``fp32``/``fp16``/``bf16``/``int8``...: floating-point tensors take its element
-    size, every node its peak); ``strict`` raises :class:`StrictError` when any node is unsupported or has no
-    static shape;
-    ``fusion`` names the fusion profile (default: the platform's). ``whatif`` gives the what-if knobs as one
-    :class:`~onnxroof.analysis.whatif.WhatIf` (precision, densities, per-layer densities, compress_mem,
-    skip_compute: FRAME's sparsity knobs, :mod:`onnxroof.analysis.whatif`); the same knobs may instead be given
-    as keywords (``precision``, ``densities={"weight": 0.5}`` with kinds weight/input/output,
-    ``layer_densities`` node name or id -> densities, ``compress_mem``, ``skip_compute``), not both; only
-    ``precision`` may come beside a ``whatif`` that gives none. ``peak=True`` draws the roofline from the
-    datasheet figures as given instead of the platform's ``[sustained]`` shares of them.
+    a conflict between the two raises :class:`~onnxroof.core.errors.DimsError`). ``whatif`` holds the what-if
+    knobs (:class:`~onnxroof.analysis.whatif.WhatIf`: a precision to re-cost the model in, densities, per-layer
+    densities, ``compress_mem``, ``skip_compute``, ``peak`` for the datasheet roofs instead of the sustained
+    ones). ``strict`` raises :class:`~onnxroof.core.errors.StrictError` when any node is unsupported or has no
+    static shape; ``fusion`` names the fusion profile (default: the platform's); ``time_model`` turns each
+    kernel into time (:class:`~onnxroof.roofline.place.RooflineTime`, the bound, by default).
     """
-    legacy = WhatIf.of(precision, densities, layer_densities, compress_mem, skip_compute, peak)
-    if whatif is not None:
-        rest = replace(legacy, precision=None, peak=False)
-        if rest != WhatIf() or (precision is not None and whatif.precision not in (None, precision)):
-            raise TypeError("analyze(): give the what-if knobs either as whatif=WhatIf(...) or as keywords, not both")
-        plan = replace(whatif, precision=whatif.precision or precision, peak=whatif.peak or peak)
-    else:
-        plan = legacy
-    with _gc_paused():
-        return _analyze(model, platform, dims, plan, strict, fusion, shapes)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while one analysis allocates its many small, long-lived objects.
-
-    Measured on the 2,681-node decoder: analyze() 15-25% faster; nothing here creates reference cycles that
-    must be collected mid-run, and the collector's previous state is restored.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _analyze(
-    model: str | os.PathLike | onnx.ModelProto,
-    platform: str | os.PathLike | Platform,
-    dims: Mapping[str, object] | None,
-    plan: WhatIf,
-    strict: bool,
-    fusion: str | None,
-    shapes: Mapping[str, tuple[int, ...]] | None = None,
-) -> Analysis:
+    plan = whatif or WhatIf()
     target = platform if isinstance(platform, Platform) else load_platform(platform)
-    target = target.with_peak_roofs(plan.peak)  # sustained roofs unless --peak
-    precision = plan.precision
-    if precision is not None:
-        target.peak(precision)  # raises PlatformError naming what the platform has
-    loaded = load_model(model, dims, shapes)
-    density_map = tensor_densities(loaded.model.graph, plan)
-    ir = build_ir(
-        loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order, tied=loaded.tied
-    )
-    loaded = replace(loaded, value_types=MappingProxyType({}))  # the IR holds the shapes: free ~170 B a tensor
-    warnings = list(loaded.warnings) + whatif_warnings(plan, target)
-
-    profile = fusion or target.fusion_profile
-    captured = graph_captured(profile)  # launch overhead once per run, not per kernel
-    results, node_costs, fallbacks = _cost_nodes(ir, loaded.model.graph, target, plan, density_map, captured)
-    for (wanted, used), count in sorted(fallbacks.items()):
-        warnings.append(f"platform '{target.name}' has no {wanted} peak: {count} node(s) use its {used} peak")
-    warnings += _shape_warnings(ir, results)
-    warnings += _branch_warnings(ir, node_costs)
-    warnings += [line for node_cost in node_costs for line in node_cost.warnings]  # inside If/Loop/Scan bodies
-
-    unsupported: dict[str, list[str]] = {}
-    for op, result, node_cost in zip(ir.ops, results, node_costs, strict=True):
-        if result.state == NodeState.UNSUPPORTED:
-            unsupported.setdefault(_op_key(op), []).append(op.id)
-        for inner in node_cost.unsupported:  # ops without a rule inside If/Loop/Scan bodies
-            unsupported.setdefault(inner, []).append(op.id)
+    if plan.precision is not None:
+        target.peak(plan.precision)  # raises PlatformError naming what the platform has
+    bound = bind(model, dims, shapes, plan)
+    costed = cost(bound, target)
     if strict:
-        _raise_if_incomplete(results, unsupported)
+        raise_if_incomplete(costed)
+    return place(fuse(costed, fusion or target.fusion_profile), target, time_model)
 
-    weights = _distinct_weights(node_costs)
-    peak = peak_activation_memory(ir)
-    cold = cold_weight_bytes(
-        target, sum(b for _, b in weights.values()), sum(n for n, _ in weights.values()), peak.bytes
-    )
-    kernels, misses = build_kernels(ir, results, node_costs, profile, target, cold)
-    running = [r for r in results if r.state == NodeState.COSTED]
-    states = {state: sum(1 for r in results if r.state == state) for state in NodeState}
-    totals = build_totals(
-        results, running, states, weights, peak, kernels, target, graph_launch_s=target.launch_overhead_s * captured
-    )
-    summary = _model_summary(loaded, ir)
+
+def place(fused: FusedModel, platform: Platform, time_model: TimeModel = ROOFLINE) -> Analysis:
+    """The placement stage: ``fused``'s nodes and kernels on ``platform`` through ``time_model``, summed into an
+    :class:`Analysis`.
+
+    A node computes at the precision it asks for resolved through the platform's fallback chain; a kernel at its
+    anchor's, except that a QDQ kernel computes at the platform's int8 (through the same chain). ``platform``'s
+    sustained roofs are used unless the what-if knobs ask for ``peak``. Weights are read from DRAM on every run
+    when weights and peak activations together exceed the platform's largest cache level
+    (:func:`cold_weight_bytes`)."""
+    costed = fused.costed
+    bound = costed.bound
+    plan = bound.plan
+    target = platform.with_peak_roofs(plan.peak)  # sustained roofs unless --peak
+    if plan.precision is not None:
+        target.peak(plan.precision)
+    if costed.sparse is not None and costed.sparse != (target.sparsity, frozenset(target.sparse_peak_flops)):
+        raise ValueError(f"{fused.profile}: costed with another platform's sparsity than '{target.name}''s")
+    resolved, fallbacks = fallback_warnings(costed.wanted, target)
+    nodes = _place_nodes(fused, target, resolved, time_model)
+    kernels = _place_kernels(fused, target, nodes, time_model)
+    graph_launch_s = target.launch_overhead_s * fused.captured
+    totals = build_totals(nodes, costed.weights, costed.peak, kernels, target, graph_launch_s)
+    warnings = list(bound.loaded.warnings) + whatif_warnings(plan, target) + fallbacks + list(costed.warnings)
     return Analysis(
-        model=summary,
+        model=bound.summary,
         platform=target,
-        precision_override=precision,
-        nodes=tuple(results),
+        precision_override=plan.precision,
+        nodes=nodes,
         totals=totals,
-        op_types=op_type_rows(results, kernels, totals.latency_s),
-        unsupported=MappingProxyType({k: tuple(v) for k, v in unsupported.items()}),
+        op_types=op_type_rows(nodes, kernels, fused.anchors, totals.latency_s),
+        unsupported=costed.unsupported,
         warnings=tuple(warnings),
         kernels=kernels,
-        fusion_profile=profile,
-        fusion_misses=misses,
-        ir=ir,
+        fusion_profile=fused.profile,
+        fusion_misses=fused.misses,
+        ir=bound.ir,
         whatif=plan,
-        index=graph_index(ir),
+        index=graph_index(bound.ir),
+        time_model=time_model.name,
     )
 
 
-def _cost_nodes(
-    ir: ModelIR,
-    root_graph: onnx.GraphProto,
-    target: Platform,
-    plan: WhatIf,
-    density_map: Mapping[str, float],
-    captured: bool,
-) -> tuple[list[NodeResult], list[NodeCost], Counter[tuple[str, str]]]:
-    """Every node of ``ir`` costed and placed on ``target``'s roofline: the node results, their costs, and how
-    many nodes fell back from each wanted precision to the one the platform has."""
-    precision = plan.precision
-    results: list[NodeResult] = []
-    node_costs: list[NodeCost] = []
-    fallbacks: Counter[tuple[str, str]] = Counter()
-    place = node_points(target)
-    shapes = _ShapeTexts()
-    resolved: dict[str, str] = {}  # wanted precision -> the platform's
-    classes: dict[tuple[str, str], str] = {}  # (op_type, domain) -> efficiency class by type
-    for op in ir.ops:
-        node_cost = cost_node(op, ir, root_graph)
-        dtype = op.dtype
-        wanted = precision or precision_of(dtype)
-        used = resolved.get(wanted)
-        if used is None:
-            used = resolved[wanted] = resolve_precision(target, wanted)
-        if used != wanted:
-            fallbacks[(wanted, used)] += 1
-        density = 1.0
-        if plan.skip_compute and node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0:
-            density = compute_density(
-                target.sparsity, used in target.sparse_peak_flops, *operand_densities(op.inputs, density_map)
-            )
-            if density < 1.0:
-                node_cost = replace(node_cost, cost=skip_zeros(node_cost.cost, density))
-        node_costs.append(node_cost)
-        state, cost = node_cost.state, node_cost.cost
-        key = (op.op_type, op.domain)
-        cls = classes.get(key)
-        if cls is None:
-            cls = classes[key] = op_class(op.op_type, op.domain)
-        if cls == "conv":  # only a Conv's class depends on the node: depthwise (op_class)
-            cls = op_class(op.op_type, op.domain, op.attrs, channels_of(op))
-        point = place(
-            cost,
-            used,
-            state == NodeState.COSTED,
-            0 if captured else node_cost.launches,
-            cls,
-            array_utilization(target, (op,)),
-        )
-        results.append(
-            filled(
-                NodeResult,
-                cost.flops,
-                cost.macs,
-                cost.bytes_read,
-                cost.bytes_written,
-                cost.params,
-                *point,
-                op.id,
-                op.name,
-                op.op_type,
-                op.domain,
-                state,
-                node_cost.kind,
-                dtype,
-                used,
-                shapes(op.inputs),
-                shapes(op.outputs),
-                node_cost.note,
-                density,
-                node_cost.missing_tensor,
-            )
-        )
-    return results, node_costs, fallbacks
-
-
-def _branch_warnings(ir: ModelIR, node_costs: list[NodeCost]) -> list[str]:
-    """An ``If`` on a model input costs its more expensive branch: say which, and how to pick the other."""
-    warnings = []
-    for op, node_cost in zip(ir.ops, node_costs, strict=True):
-        cond = op.input(0) if op.op_type == "If" else None
-        if cond is None or cond.role != Role.INPUT or not node_cost.branch:
-            continue
-        other = "else_branch" if node_cost.branch == "then_branch" else "then_branch"
-        warnings.append(
-            f"node {op.id} (If) on input '{cond.name}': the more expensive branch ({node_cost.branch}) was costed; "
-            f"bind --dim {cond.name}={1 if other == 'then_branch' else 0} to cost {other} instead"
-        )
-    return warnings
-
-
-def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
-    producer = graph_index(ir).producer
-    warnings = []
-    for result in results:
-        if result.state == NodeState.UNKNOWN_SHAPE:
-            tensor = result.missing_tensor or "?"
-            origin = producer.get(tensor)
-            made_by = f" (produced by node {origin})" if origin else ""
-            warnings.append(
-                f"node {result.id} ({result.op_type}) not costed: tensor '{tensor}' has no static shape{made_by}"
-            )
-    return warnings
-
-
-def _raise_if_incomplete(results: list[NodeResult], unsupported: Mapping[str, list[str]]) -> None:
-    parts = [f"{op} ×{len(ids)}" for op, ids in sorted(unsupported.items())]
-    unknown = [r.id for r in results if r.state == NodeState.UNKNOWN_SHAPE]
-    if unknown:
-        parts.append(f"{len(unknown)} node(s) without static shapes (first: {unknown[0]})")
-    if parts:
-        raise StrictError(f"--strict: not every node could be costed: {', '.join(parts)}")
-
-
-def _distinct_weights(node_costs: list[NodeCost]) -> dict[str, tuple[float, float]]:
-    """Weight name -> (elements, bytes): a weight shared by several nodes counts once, a derived weight's
-    elements are its roots' (:func:`onnxroof.costing.node.weight_entries`)."""
-    weights: dict[str, tuple[float, float]] = {}
-    for node_cost in node_costs:
-        merge_weights(weights, node_cost.weights)
-    return weights
-
-
-def _model_summary(loaded, ir: ModelIR) -> ModelSummary:
-    model = loaded.model
-
-    def describe(names):
-        return tuple((n, _shape_text(ir.tensors[n].shape), ir.tensors[n].dtype) for n in names if n in ir.tensors)
-
-    return ModelSummary(
-        path=str(loaded.path) if loaded.path else None,
-        graph_name=model.graph.name,
-        producer=" ".join(p for p in (model.producer_name, model.producer_version) if p),
-        ir_version=model.ir_version,
-        opset=loaded.opset,
-        nodes=len(ir.ops),
-        dims=loaded.dims,
-        inputs=describe(ir.graph_inputs),
-        outputs=describe(ir.graph_outputs),
-        subgraph_nodes=tuple(op.id for op in ir.ops if op.subgraphs),
+def _place_nodes(fused: FusedModel, target: Platform, resolved: Mapping[str, str], model: TimeModel) -> NodeTable:
+    """Every node on its own (the unfused view): one row per node of the IR."""
+    costed = fused.costed
+    ops = costed.bound.ir.ops
+    node_costs = costed.node_costs
+    costs = tuple(node_cost.cost for node_cost in node_costs)
+    precision = np.asarray([resolved[want] for want in costed.wanted], dtype=object)
+    work = Work(
+        flops=floats([c.flops for c in costs]),
+        bytes=floats([c.bytes for c in costs]),
+        precision=precision,
+        op_class=np.asarray(costed.op_classes, dtype=object),
+        runs=np.asarray([c.state == NodeState.COSTED for c in node_costs], dtype=bool),
+        launches=np.zeros(len(ops)) if fused.captured else floats([c.launches for c in node_costs]),
+        utilization=_node_utilization(ops, target),
+        cold_bytes=np.zeros(len(ops)),
     )
+    figures = place_rows(work, target, model)
+    return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
+
+
+def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> np.ndarray:
+    """PE-array utilization of each node (:mod:`onnxroof.roofline.pe_array`); 1 without an array."""
+    array = target.array
+    if array is None:
+        return np.ones(len(ops))
+    shapes = [array_gemm(op) for op in ops]
+    return floats([1.0 if shape is None else utilization(shape, array) for shape in shapes])
+
+
+def _place_kernels(fused: FusedModel, target: Platform, nodes: NodeTable, model: TimeModel) -> KernelTable:
+    """Every kernel of the fusion profile: its cost is what crosses its boundary (:mod:`onnxroof.fusion.fuse`)."""
+    kernels = fused.kernels
+    costs = tuple(kernel.cost for kernel in kernels)
+    int8 = resolve_precision(target, "int8") if fused.int8.any() else ""
+    anchor_precision = nodes.precision[fused.anchors] if len(kernels) else np.zeros(0, dtype=object)
+    precision = np.where(fused.int8, int8, anchor_precision).astype(object)
+    array = target.array
+    gemms = [d.gemm for d in fused.descriptors]
+    usage = [1.0 if array is None or g is None else utilization(g, array) for g in gemms]
+    weights, params = fused.costed.weights, sum(n for n, _ in fused.costed.weights.values())
+    per_param = cold_weight_bytes(target, sum(b for _, b in weights.values()), params, fused.costed.peak.bytes)
+    work = Work(
+        flops=floats([c.flops for c in costs]),
+        bytes=floats([c.bytes for c in costs]),
+        precision=precision,
+        op_class=np.asarray([d.op_class for d in fused.descriptors], dtype=object),
+        runs=np.ones(len(kernels), dtype=bool),
+        launches=fused.launches,
+        utilization=floats(usage),
+        cold_bytes=floats([c.params * per_param for c in costs]),
+        descriptors=fused.descriptors,
+    )
+    ideal = tuple(kernel.ideal for kernel in kernels)
+    figures, ideal_latency = place_kernels(work, ideal, target, model)
+    return KernelTable(
+        id=tuple(kernel.id for kernel in kernels),
+        patterns=tuple(kernel.patterns for kernel in kernels),
+        node_ids=tuple(kernel.node_ids for kernel in kernels),
+        op_types=fused.op_types,
+        folded_nodes=tuple(kernel.folded_nodes for kernel in kernels),
+        layout=tuple(kernel.layout for kernel in kernels),
+        precision=precision,
+        costs=costs,
+        ideal_bytes=tuple(cost.bytes for cost in ideal),
+        ideal_latency_s=ideal_latency,
+        figures=figures,
+    )
+
+
+def cold_weight_bytes(platform: Platform, weight_bytes: float, params: float, peak_activation_bytes: float) -> float:
+    """Bytes per weight element read from DRAM on every run: the weights' item size when weights and peak
+    activations together exceed the platform's largest cache level (evicted between runs), else 0. Platforms
+    without measured cache levels stream everything from DRAM anyway (0 here, nothing changes)."""
+    if not platform.cache_levels or params <= 0:
+        return 0.0
+    return weight_bytes / params if weight_bytes + peak_activation_bytes > platform.cache_levels[-1].size else 0.0

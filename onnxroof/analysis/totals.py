@@ -3,13 +3,19 @@ utilization) and the time per op type. Pure functions of node and kernel results
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import numpy as np
+
 from onnxroof.analysis.liveness import PeakMemory
+from onnxroof.analysis.results import NodeTable
+from onnxroof.core.cost import Cost
+from onnxroof.core.states import NodeState
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.kernels import Bounds, KernelResult, Placement, fused_bounds, memory_bound_share
+from onnxroof.roofline.kernels import Bounds, KernelTable, fused_bounds, memory_bound_share
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,60 +68,69 @@ class Totals:
 
 
 def build_totals(
-    results: Sequence[Placement],
-    running: Sequence[Placement],
-    states: Mapping[str, int],
+    nodes: NodeTable,
     weights: Mapping[str, tuple[float, float]],
     peak: PeakMemory,
-    kernels: tuple[KernelResult, ...],
+    kernels: KernelTable,
     platform: Platform,
     graph_launch_s: float = 0.0,
 ) -> Totals:
-    """The model's totals: ``results`` every node, ``running`` the costed ones, ``states`` nodes per state,
-    ``weights`` the distinct weights (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: the
-    one launch of a graph-captured run (:data:`onnxroof.fusion.patterns.GRAPH_CAPTURE`), added once to the
-    latency and the overhead time (its kernels carry none)."""
+    """The model's totals: ``nodes`` every node (the costed ones run), ``weights`` the distinct weights
+    (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: the one launch of a graph-captured run
+    (:data:`onnxroof.fusion.patterns.GRAPH_CAPTURE`), added once to the latency and the overhead time (its
+    kernels carry none). Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)
-    layout = [k for k in kernels if k.layout]
+    running = [c.state == NodeState.COSTED for c in nodes.node_costs]
+    costs = [cost for cost, runs in zip(nodes.costs, running, strict=True) if runs]
+    node_latency = nodes.figures.latency_s.tolist()
+    figures = kernels.figures
+    layout = kernels.layout
+    layout_latency = sum(t for t, copy in zip(figures.latency_s.tolist(), layout, strict=True) if copy)
+    states = Counter(c.state for c in nodes.node_costs)
     return Totals(
-        flops=sum(r.flops for r in running),
-        macs=sum(r.macs for r in running),
+        flops=sum(c.flops for c in costs),
+        macs=sum(c.macs for c in costs),
         params=float(sum(numel for numel, _ in weights.values())),
         weight_bytes=float(sum(nbytes for _, nbytes in weights.values())),
-        bytes_read=sum(r.bytes_read for r in running),
-        bytes_written=sum(r.bytes_written for r in running),
+        bytes_read=sum(c.bytes_read for c in costs),
+        bytes_written=sum(c.bytes_written for c in costs),
         latency_s=fused.latency_s + graph_launch_s,
-        compute_time_s=sum(k.t_compute_s for k in kernels),
-        memory_time_s=sum(k.t_memory_s for k in kernels),
-        overhead_time_s=sum(k.t_overhead_s for k in kernels) + graph_launch_s,
+        compute_time_s=sum(figures.t_compute_s.tolist()),
+        memory_time_s=sum(figures.t_memory_s.tolist()),
+        overhead_time_s=sum(figures.t_overhead_s.tolist()) + graph_launch_s,
         memory_bound_share=memory_bound_share(kernels),
         peak_activation_bytes=peak.bytes,
         peak_activation_node=peak.node_id,
-        nodes=len(results),
+        nodes=len(nodes),
         kernels=len(kernels),
-        states=MappingProxyType(dict(states)),
-        unfused=Bounds(sum(r.flops for r in running), sum(r.bytes for r in running), sum(r.latency_s for r in running)),
+        states=MappingProxyType({state: states.get(state, 0) for state in NodeState}),
+        unfused=Bounds(
+            sum(c.flops for c in costs),
+            sum(c.bytes for c in costs),
+            sum(t for t, runs in zip(node_latency, running, strict=True) if runs),
+        ),
         fused=fused,
         ideal=Bounds(
-            sum(k.flops for k in kernels),
-            sum(k.ideal_bytes for k in kernels),
-            sum(k.ideal_latency_s for k in kernels),
+            sum(cost.flops for cost in kernels.costs),
+            sum(kernels.ideal_bytes),
+            sum(kernels.ideal_latency_s.tolist()),
         ),
-        layout_bytes=sum(k.bytes for k in layout),
-        layout_latency_s=sum(k.latency_s for k in layout),
-        layout_share=sum(k.latency_s for k in layout) / fused.latency_s if fused.latency_s > 0 else 0.0,
+        layout_bytes=sum(cost.bytes for cost, copy in zip(kernels.costs, layout, strict=True) if copy),
+        layout_latency_s=layout_latency,
+        layout_share=layout_latency / fused.latency_s if fused.latency_s > 0 else 0.0,
         **energy_totals(kernels, fused.latency_s),
         array_utilization=array_utilization(kernels, platform),
     )
 
 
-def energy_totals(kernels: tuple[KernelResult, ...], latency: float) -> dict[str, float | None]:
+def energy_totals(kernels: KernelTable, latency: float) -> dict[str, float | None]:
     """Energy per inference (Σ over kernels), its split, the energy-delay product; None without figures."""
-    priced = [k for k in kernels if k.energy_j is not None]
-    if not priced:
+    figures = kernels.figures
+    priced = ~np.isnan(figures.energy_j)
+    if not priced.any():
         return {}
-    compute = sum(k.energy_compute_j or 0.0 for k in priced)
-    memory = sum(k.energy_memory_j or 0.0 for k in priced)
+    compute = sum(figures.energy_compute_j[priced].tolist())
+    memory = sum(figures.energy_memory_j[priced].tolist())
     total = compute + memory
     return {
         "energy_j": total,
@@ -126,28 +141,30 @@ def energy_totals(kernels: tuple[KernelResult, ...], latency: float) -> dict[str
     }
 
 
-def array_utilization(kernels: tuple[KernelResult, ...], platform: Platform) -> float | None:
+def array_utilization(kernels: KernelTable, platform: Platform) -> float | None:
     """FLOP-weighted mean utilization of the multiply-accumulate kernels (None without a PE array)."""
-    mapped = [k for k in kernels if k.macs > 0]
-    flops = sum(k.flops for k in mapped)
+    usage = kernels.figures.utilization.tolist()
+    mapped = [(cost.flops, u) for cost, u in zip(kernels.costs, usage, strict=True) if cost.macs > 0]
+    flops = sum(f for f, _ in mapped)
     if platform.array is None or flops <= 0:
         return None
-    return sum(k.flops * k.utilization for k in mapped) / flops
+    return sum(f * u for f, u in mapped) / flops
 
 
-def op_type_rows(results: Sequence, kernels: tuple[KernelResult, ...], total_latency: float) -> tuple[OpTypeRow, ...]:
+def op_type_rows(
+    nodes: NodeTable, kernels: KernelTable, anchors: np.ndarray, total_latency: float
+) -> tuple[OpTypeRow, ...]:
     """Per op type: node counts, FLOPs, bytes and params summed over its nodes (unfused); time = the predicted
     time of the kernels anchored on nodes of that type (a Conv+BN+Relu kernel counts as Conv time), so the
-    shares add up to the fused estimate."""
-    groups: dict[tuple[str, str], list] = {}
-    for r in results:
-        groups.setdefault((r.domain, r.op_type), []).append(r)
-    by_id = {r.id: r for r in results}
+    shares add up to the fused estimate. ``anchors``: each kernel's anchor node (its row in ``nodes``)."""
+    groups: dict[tuple[str, str], list[Cost]] = {}
+    for op, cost in zip(nodes.ops, nodes.costs, strict=True):
+        groups.setdefault((op.domain, op.op_type), []).append(cost)
     kernel_time: dict[tuple[str, str], float] = {}
-    for kernel in kernels:
-        anchor = by_id[kernel.node_ids[0]]
+    for row, latency in zip(anchors.tolist(), kernels.figures.latency_s.tolist(), strict=True):
+        anchor = nodes.ops[row]
         key = (anchor.domain, anchor.op_type)
-        kernel_time[key] = kernel_time.get(key, 0.0) + kernel.latency_s
+        kernel_time[key] = kernel_time.get(key, 0.0) + latency
     rows = [
         OpTypeRow(
             op_type=op_type,

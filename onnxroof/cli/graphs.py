@@ -75,13 +75,14 @@ def _analyze(
 ):
     """One analysis per platform; their warnings on stderr, each once."""
     from onnxroof.analysis.analyze import analyze
+    from onnxroof.analysis.whatif import WhatIf
     from onnxroof.load.reader import parse_dim_bindings
     from onnxroof.report.console import render_warnings
 
     dims = parse_dim_bindings(dim or [])
     shapes = shape_options(shape)
     analyses = [
-        analyze(model, platform=p, dims=dims, shapes=shapes, precision=precision, fusion=fusion, peak=peak)
+        analyze(model, p, dims, shapes=shapes, whatif=WhatIf(precision=precision, peak=peak), fusion=fusion)
         for p in platforms
     ]
     warnings = tuple(dict.fromkeys(w for a in analyses for w in a.warnings))

@@ -45,15 +45,16 @@ def analyze_task(
             "paths as the client (e.g. a shared filesystem)",
             ErrorKind.unreadable,
         )
+    from onnxroof.analysis.whatif import WhatIf
+
     try:
         analysis = analyze(
             path,
             platform=platform,
             dims=dict(dims),
             shapes=dict(shapes or {}),
-            precision=precision,
+            whatif=WhatIf(precision=precision, peak=peak),
             fusion=fusion,
-            peak=peak,
         )
         doc = to_dict(analysis)
     except OnnxroofError as exc:

@@ -227,6 +227,7 @@ def check_model(
     """
     from onnxroof.analysis.analyze import analyze
     from onnxroof.analysis.document import to_dict
+    from onnxroof.analysis.whatif import WhatIf
 
     try:
         analysis = analyze(
@@ -234,9 +235,8 @@ def check_model(
             platform=settings.platform,
             dims=settings.dims,
             shapes=settings.shapes,
-            precision=settings.precision,
+            whatif=WhatIf(precision=settings.precision, peak=settings.peak),
             fusion=settings.fusion,
-            peak=settings.peak,
         )
         doc = to_dict(analysis)
         platform = analysis.platform

@@ -21,6 +21,7 @@ from typing import Any
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.document import to_dict
+from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import OnnxroofError
 
 #: Totals compared, with the unit family used to show them.
@@ -317,7 +318,7 @@ def document_of(path: Path, platform: str, dims, precision, fusion, shapes=None)
                 raise BaselineError(f"{path}: holds {len(models)} analyzed models; give a single-model output")
             doc = models[0]
         return doc
-    return to_dict(analyze(path, platform=platform, dims=dims, shapes=shapes, precision=precision, fusion=fusion))
+    return to_dict(analyze(path, platform, dims, shapes=shapes, whatif=WhatIf(precision=precision), fusion=fusion))
 
 
 def slowdown_gate(result: ModelDiff, tolerance: float, allowed: str) -> dict[str, Any]:

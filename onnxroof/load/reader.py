@@ -50,9 +50,12 @@ from onnxroof.load.tied import tied_copies
 
 __all__ = [
     "LoadedModel",
+    "ModelFile",
     "bind_dims",
+    "bind_model",
     "load_model",
     "parse_dim_bindings",
+    "read_file",
     "read_model",
     "symbolic_dims",
 ]
@@ -162,16 +165,29 @@ def _infer_serialized(data: bytes, masked: bool) -> tuple[onnx.ModelProto, list[
     return inferred, warnings
 
 
-def load_model(
-    source: str | os.PathLike | onnx.ModelProto,
-    dims: Mapping[str, object] | None = None,
-    shapes: Mapping[str, tuple[int, ...]] | None = None,
-) -> LoadedModel:
-    """Read, check, bind dims, inline local functions and infer shapes; never reads weight bytes.
+@dataclass(frozen=True)
+class ModelFile:
+    """A model read and checked once (no weight bytes read): what every binding of its dims starts from.
 
-    ``shapes`` binds whole inputs (``{"image": (1, 3, 48, 192)}``, :func:`~onnxroof.load.dims.shape_bindings`);
-    a symbol it gives a value other than ``dims`` does is a :class:`~onnxroof.core.errors.DimsError`.
+    The read stage: parsed (:func:`read_model`), opsets, external paths and ONNX's checker applied, local
+    functions inlined, tied weights found. ``model`` is never changed after reading: :func:`bind_model` binds a
+    copy, so one file serves any number of bindings (a sweep's points, an LLM's phases).
     """
+
+    model: onnx.ModelProto = field(repr=False)
+    path: Path | None
+    opset: int
+    warnings: tuple[str, ...]
+    inlined: bool
+    tied: Mapping[str, str] = field(repr=False)
+    unregistered: tuple[onnx.NodeProto, ...] = field(repr=False, default=())
+    """Default-domain nodes ONNX does not register (:func:`unregistered_nodes`), messages of ``model``."""
+
+
+def read_file(source: str | os.PathLike | onnx.ModelProto | ModelFile) -> ModelFile:
+    """Read and check ``source`` once (:class:`ModelFile`); a :class:`ModelFile` is returned as it is."""
+    if isinstance(source, ModelFile):
+        return source
     model, path = read_model(source, weights=False)
     check_opsets(model, path)  # before anything asks ONNX for a schema at those versions
     scan = scan_model(model)
@@ -194,11 +210,55 @@ def load_model(
             )
         else:
             unknown = scan_model(model).unregistered
+    tied = MappingProxyType(tied_copies(model, path.parent if path is not None else None))
+    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown))
+
+
+def bind_model(
+    file: ModelFile,
+    dims: Mapping[str, object] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> LoadedModel:
+    """The bind stage's load half: ``file``'s model with dims and shapes bound and shapes inferred, the file
+    left as it was (a copy is bound). ``shapes`` binds whole inputs (``{"image": (1, 3, 48, 192)}``,
+    :func:`~onnxroof.load.dims.shape_bindings`); a symbol it gives a value other than ``dims`` does is a
+    :class:`~onnxroof.core.errors.DimsError`."""
+    model = onnx.ModelProto()
+    model.CopyFrom(file.model)
+    unknown = unregistered_nodes(model) if file.unregistered else ()
+    return _bind(file, model, unknown, dims, shapes)
+
+
+def load_model(
+    source: str | os.PathLike | onnx.ModelProto | ModelFile,
+    dims: Mapping[str, object] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> LoadedModel:
+    """Read, check, bind dims, inline local functions and infer shapes; never reads weight bytes.
+
+    :func:`read_file` then :func:`bind_model`; a file read here for one binding is bound in place (nobody
+    else holds it), saving the copy.
+    """
+    if isinstance(source, ModelFile):
+        return bind_model(source, dims, shapes)
+    file = read_file(source)
+    return _bind(file, file.model, file.unregistered, dims, shapes)
+
+
+def _bind(
+    file: ModelFile,
+    model: onnx.ModelProto,
+    unknown: Sequence[onnx.NodeProto],
+    dims: Mapping[str, object] | None,
+    shapes: Mapping[str, tuple[int, ...]] | None,
+) -> LoadedModel:
+    """Bind ``model`` (``file``'s model or a copy of it, changed in place) and infer its shapes."""
+    path = file.path
+    warnings = list(file.warnings)
     if shapes:
         dims = shape_bindings(model, shapes, dims)
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
-    tied = MappingProxyType(tied_copies(model, path.parent if path is not None else None))
     count = len(model.graph.node)
     data = _masked_bytes(model, unknown)
     masked_nodes = bool(unknown)
@@ -207,7 +267,7 @@ def load_model(
     del data
     warnings += infer_warnings
     types = value_types(inferred)
-    order = topological_order(list(inferred.graph.node)) if inlined else tuple(range(count))
+    order = topological_order(list(inferred.graph.node)) if file.inlined else tuple(range(count))
     if missing_outputs(inferred, types):
         base = path.parent.resolve() if path else None
         folded_model, folded = fold_small_constants(inferred, base, types, order)
@@ -219,5 +279,5 @@ def load_model(
                     types[name] = type_proto
         propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
     return LoadedModel(
-        inferred, path, MappingProxyType(types), MappingProxyType(bound), opset, tuple(warnings), order, tied
+        inferred, path, MappingProxyType(types), MappingProxyType(bound), file.opset, tuple(warnings), order, file.tied
     )

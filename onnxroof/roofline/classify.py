@@ -30,10 +30,11 @@ roof and ``e = 1``: the plain roofline.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 import onnxroof.rules  # noqa: F401  (op_class looks up rule families)
 from onnxroof.core.cost import Cost
@@ -42,7 +43,8 @@ from onnxroof.core.registry import lookup
 from onnxroof.core.states import Bound
 from onnxroof.fusion.patterns import PATTERNS_BY_NAME
 from onnxroof.platform.model import PRECISION_FALLBACK, Platform
-from onnxroof.roofline.energy import Energy, kernel_energy
+from onnxroof.roofline.energy import Energy
+from onnxroof.roofline.place import Work, floats, place
 
 #: The platform precision an element type computes in. Integer and boolean ops that are not int8 run on
 #: the vector units at roughly the fp32 rate, so they use the fp32 peak.
@@ -258,56 +260,47 @@ def classify(
     cold_bytes: float = 0.0,
     utilization: float = 1.0,
 ) -> RooflinePoint:
-    """The roofline point of ``cost`` run at ``precision`` on ``platform`` (formulas: module docstring).
+    """The roofline point of one ``cost`` run at ``precision`` on ``platform``: :func:`onnxroof.roofline.place.place`
+    on a single row (formulas there and in the module docstring).
 
     ``runs=False`` (views, folded constants, unsupported ops) gives a zero-time point bound ``none``.
     ``launches`` kernels pay the launch overhead (a control-flow node launches its body's kernels each
-    iteration). ``op_class`` (see :func:`op_class`) selects the platform's efficiency figure; ``hierarchy=False``
-    ignores measured cache levels and uses the DRAM bandwidth; ``cold_bytes`` of the kernel's bytes come from
-    DRAM even when the working set would fit a cache level (clamped to ``[0, B]``); ``utilization`` is the
-    processing-element array utilization of a GEMM-like kernel (:func:`onnxroof.roofline.pe_array.utilization`).
+    iteration). ``op_class`` selects the platform's efficiency figure; ``hierarchy=False`` ignores measured cache
+    levels and uses the DRAM bandwidth; ``cold_bytes`` of the kernel's bytes come from DRAM even when the working
+    set would fit a cache level (clamped to ``[0, B]``); ``utilization`` is the processing-element array
+    utilization of a GEMM-like kernel (:func:`onnxroof.roofline.pe_array.utilization`).
     """
-    peak = platform.peak(precision)
-    moved = cost.bytes
-    near = 0.0  # bytes served by a cache / on-chip level
-    if hierarchy and platform.cache_levels:
-        cold = min(max(cold_bytes, 0.0), moved)
-        hot = moved - cold
-        hot_bandwidth, level = platform.bandwidth_for(hot)
-        seconds = cold / platform.roof_bandwidth + hot / hot_bandwidth
-        bandwidth = moved / seconds if seconds > 0 else hot_bandwidth
-        near = hot if level != "dram" else 0.0
-        if cold > 0 and level != "dram":
-            level = f"{level}+dram" if hot > 0 else "dram"
-    else:
-        bandwidth, level = platform.roof_bandwidth, "dram"
-    efficiency = platform.efficiency.get(op_class, 1.0) if op_class is not None else 1.0
-    ridge = peak / bandwidth
-    intensity = cost.flops / moved if moved > 0 else (math.inf if cost.flops > 0 else 0.0)
-    if not runs:
-        return RooflinePoint(
-            precision, intensity, peak, bandwidth, ridge, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, efficiency, level
-        )
-    energy = kernel_energy(platform, precision, cost.flops, moved - near, near)
-    attainable = efficiency * min(utilization * peak, intensity * bandwidth)
-    t_compute = cost.flops / (efficiency * utilization * peak)
-    t_memory = moved / (efficiency * bandwidth)
-    overhead = platform.launch_overhead_s * launches
-    bound = Bound.COMPUTE if t_compute >= t_memory and cost.flops > 0 else Bound.MEMORY
+    target = platform if hierarchy or not platform.cache_levels else replace(platform, cache_levels=())
+    work = Work(
+        flops=floats([cost.flops]),
+        bytes=floats([cost.bytes]),
+        precision=np.asarray([precision], dtype=object),
+        op_class=np.asarray(["" if op_class is None else op_class], dtype=object),
+        runs=np.asarray([runs]),
+        launches=floats([launches]),
+        utilization=floats([utilization]),
+        cold_bytes=floats([cold_bytes]),
+    )
+    figures = place(work, target)
+    energy = (
+        None
+        if np.isnan(figures.energy_j[0])
+        else Energy(float(figures.energy_compute_j[0]), float(figures.energy_memory_j[0]))
+    )
     return RooflinePoint(
         precision,
-        intensity,
-        peak,
-        bandwidth,
-        ridge,
-        attainable,
-        t_compute,
-        t_memory,
-        overhead,
-        max(t_compute, t_memory) + overhead,
-        bound,
-        efficiency,
-        level,
-        utilization,
+        float(figures.intensity[0]),
+        float(figures.peak_flops[0]),
+        float(figures.bandwidth[0]),
+        float(figures.ridge[0]),
+        float(figures.attainable_flops[0]),
+        float(figures.t_compute_s[0]),
+        float(figures.t_memory_s[0]),
+        float(figures.t_overhead_s[0]),
+        float(figures.latency_s[0]),
+        figures.bound[0],
+        float(figures.efficiency[0]),
+        str(figures.level[0]),
+        float(figures.utilization[0]) if runs else 1.0,
         energy,
     )

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 import onnx
 
-from onnxroof.analysis.analyze import Analysis, analyze
+from onnxroof.analysis.analyze import Analysis, place
+from onnxroof.analysis.stages import CostedModel, FusedModel, bind, cost, fuse, raise_if_incomplete, sparse_facts
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.states import Bound
@@ -136,9 +137,7 @@ def compare(
         seen.add(target.name)
         if precision is not None:
             target.peak(precision)
-    analyses = [
-        analyze(model, target, dims, fusion=fusion, strict=strict, whatif=plan, shapes=shapes) for target in targets
-    ]
+    analyses = _analyses(model, targets, dims, shapes, plan, fusion, strict)
     first = analyses[0].model
     return Comparison(
         model=first.path or first.graph_name or "model",
@@ -148,6 +147,37 @@ def compare(
         warnings=tuple(dict.fromkeys(w for a in analyses for w in a.warnings)),
         whatif=analyses[0].whatif,
     )
+
+
+def _analyses(
+    model: str | os.PathLike | onnx.ModelProto,
+    targets: Sequence[Platform],
+    dims: Mapping[str, object] | None,
+    shapes: Mapping[str, tuple[int, ...]] | None,
+    plan: WhatIf,
+    fusion: str | None,
+    strict: bool,
+) -> list[Analysis]:
+    """One analysis per platform, sharing the stages that do not depend on it: the model is bound once, costed
+    once (once per sparsity pattern under ``skip_compute``), fused once per fusion profile, and placed on each
+    platform."""
+    bound = bind(model, dims, shapes, plan)
+    costings: dict[object, CostedModel] = {}
+    fusions: dict[tuple[object, str], FusedModel] = {}
+    analyses = []
+    for target in targets:
+        sparse = sparse_facts(plan, target)
+        costed = costings.get(sparse)
+        if costed is None:
+            costed = costings[sparse] = cost(bound, target)
+            if strict:
+                raise_if_incomplete(costed)
+        profile = fusion or target.fusion_profile
+        fused = fusions.get((sparse, profile))
+        if fused is None:
+            fused = fusions[(sparse, profile)] = fuse(costed, profile)
+        analyses.append(place(fused, target))
+    return analyses
 
 
 def compare_row(analysis: Analysis) -> CompareRow:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import onnx
@@ -29,7 +29,7 @@ import onnx
 from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import ELEMENT_SIZE, WhatIf
 from onnxroof.core.errors import DimsError
-from onnxroof.load.reader import read_model
+from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.studies.kv_cache import KVCache, find_cache
@@ -138,14 +138,19 @@ def llm(
     for name, value in (("prompt", prompt), ("generate", generate), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise DimsError(f"--{name} must be a positive integer, got {value!r}")
-    proto, path = read_model(model, weights=False)
+    file = read_file(model)  # read once: each phase binds a copy
+    proto = file.model
     user = {k: int(v) for k, v in (dims or {}).items()}  # type: ignore[call-overload]
     cache = find_cache(proto, kv_dims, user)
     platform = platform if isinstance(platform, Platform) else load_platform(platform)
 
+    plan = whatif or WhatIf()
+    if precision is not None:
+        plan = replace(plan, precision=precision)
+
     def run(new: int, past: int) -> Analysis:
         bound = {**cache.dims(batch, new, past), **{k: v for k, v in user.items() if k not in _roles(cache)}}
-        return analyze(path or proto, platform, bound, precision=precision, fusion=fusion, whatif=whatif, shapes=shapes)
+        return analyze(file, platform, bound, whatif=plan, fusion=fusion, shapes=shapes)
 
     prefill = run(prompt, 0)
     first, last = prompt, prompt + generate - 1
@@ -166,7 +171,7 @@ def llm(
     kv_bytes = _kv_bytes(cache, precision) * (prompt + generate) * batch
     weights = prefill.totals.weight_bytes
     return LLMResult(
-        model=str(path) if path else proto.graph.name,
+        model=str(file.path) if file.path else proto.graph.name,
         platform=platform.name,
         platform_title=platform.title,
         fusion_profile=prefill.fusion_profile,

@@ -29,7 +29,7 @@ from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import DimsError, OnnxroofError
 from onnxroof.load.dims import parse_dim_bindings, shape_bindings, symbolic_dims
-from onnxroof.load.reader import read_model
+from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 
@@ -126,7 +126,8 @@ def sweep(
     """
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     fixed = dict(dims or {})
-    proto, path = read_model(model)
+    file = read_file(model)  # read once: every point binds a copy
+    proto = file.model
     if shapes:  # whole-input shapes become dim bindings here, so that the swept dim conflicts with them
         fixed = shape_bindings(proto, shapes, fixed)
     plan = whatif if whatif is not None else WhatIf()
@@ -140,7 +141,7 @@ def sweep(
         if precision is not None:
             target.peak(precision)
         point = replace(plan, precision=precision)
-        analyses = [analyze(model, target, {**fixed, dim: value}, whatif=point, **options) for value in swept]
+        analyses = [analyze(file, target, {**fixed, dim: value}, whatif=point, **options) for value in swept]
         axis, parameter = AXIS_DIM, dim
     elif precisions:
         swept = list(_unique(precisions, "precision"))
@@ -148,7 +149,7 @@ def sweep(
             target.peak(str(name))  # PlatformError names what the platform has, before any analysis
         per_sample = False
         analyses = [
-            analyze(model, target, fixed, whatif=replace(plan, precision=str(name)), **options) for name in swept
+            analyze(file, target, fixed, whatif=replace(plan, precision=str(name)), **options) for name in swept
         ]
         axis, parameter, precision = AXIS_PRECISION, AXIS_PRECISION, None
     else:
@@ -159,7 +160,7 @@ def sweep(
     points = tuple(_point(value, a, per_sample) for value, a in zip(swept, analyses, strict=True))
     first = analyses[0]
     return Sweep(
-        model=str(path) if path is not None else (proto.graph.name or "model"),
+        model=str(file.path) if file.path is not None else (proto.graph.name or "model"),
         platform=target.name,
         platform_title=target.title,
         axis=axis,

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onnxroof.analysis.grouping import channels_of, cold_weight_bytes
+from onnxroof.analysis.analyze import cold_weight_bytes
+from onnxroof.analysis.stages import channels_of
 from onnxroof.core.cost import Cost
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import classify, kernel_op_class
@@ -37,7 +38,7 @@ class KernelFigures:
 
 def cold_weight_share(analysis, platform: Platform) -> float:
     """Bytes per weight parameter that come from DRAM on every run, as the analysis charged them
-    (:func:`onnxroof.analysis.grouping.cold_weight_bytes`): the weights' item size when the model's weights and peak
+    (:func:`onnxroof.analysis.analyze.cold_weight_bytes`): the weights' item size when the model's weights and peak
     activations together exceed the largest measured cache level (evicted between runs), else 0."""
     totals = analysis.totals
     return cold_weight_bytes(platform, totals.weight_bytes, totals.params, totals.peak_activation_bytes)

@@ -1,0 +1,338 @@
+"""The analysis as named stages, each a pure function over frozen values:
+
+``read`` (parse and check, once per file: :func:`onnxroof.load.reader.read_file`) → :func:`bind` (dims and
+shapes bound, the IR and its graph index) → :func:`cost` (the rules, the what-if knobs) → :func:`fuse` (the
+runtime's kernels, each with a :class:`~onnxroof.core.descriptor.KernelDescriptor`) → place (a platform and a
+time model: :func:`onnxroof.analysis.analyze.place`) → :class:`~onnxroof.analysis.analyze.Analysis`.
+
+Studies reuse the stages instead of re-running everything: ``compare`` binds, costs and fuses once and places per
+platform; ``sweep`` reads once and binds per point; ``llm`` reads once and binds per phase.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+import numpy as np
+import onnx
+
+from onnxroof.analysis.liveness import PeakMemory, peak_activation_memory
+from onnxroof.analysis.results import ModelSummary, shape_list
+from onnxroof.analysis.whatif import (
+    DensityMap,
+    WhatIf,
+    compute_density,
+    make_restate,
+    operand_densities,
+    skip_zeros,
+    tensor_densities,
+)
+from onnxroof.core.cost import merge_weights
+from onnxroof.core.descriptor import KernelDescriptor
+from onnxroof.core.errors import StrictError
+from onnxroof.core.index import graph_index
+from onnxroof.core.ir import ModelIR, OpView, build_ir
+from onnxroof.core.states import NodeState, Role
+from onnxroof.costing.control_flow import NodeCost
+from onnxroof.costing.node import cost_node
+from onnxroof.costing.node import op_key as _op_key
+from onnxroof.fusion.fuse import Kernel, Miss
+from onnxroof.fusion.fuse import fuse as fuse_kernels
+from onnxroof.fusion.graph import FusionGraph
+from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
+from onnxroof.load.reader import LoadedModel, ModelFile, load_model, read_file
+from onnxroof.platform.model import Platform
+from onnxroof.roofline.classify import kernel_op_class, op_class, precision_of, resolve_precision
+from onnxroof.roofline.pe_array import first_gemm_shape
+
+Source = str | os.PathLike | onnx.ModelProto | ModelFile
+
+read = read_file
+"""The read stage: parse and check a model once (:func:`onnxroof.load.reader.read_file`)."""
+
+
+# ------------------------------------------------------------------------------------------------- bind
+
+
+@dataclass(frozen=True)
+class BoundModel:
+    """A model with its dims bound: the shape-inferred protobuf, the IR (with its graph index), the what-if knobs
+    it was bound with (precision and ``compress_mem`` restate element sizes) and the tensor densities."""
+
+    loaded: LoadedModel = field(repr=False)
+    ir: ModelIR = field(repr=False)
+    plan: WhatIf
+    densities: DensityMap = field(repr=False)
+    summary: ModelSummary
+
+
+def bind(
+    source: Source,
+    dims: Mapping[str, object] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+    whatif: WhatIf | None = None,
+) -> BoundModel:
+    """Bind ``source``'s dims (``dims``: symbols; ``shapes``: whole inputs) and build its IR under ``whatif``'s
+    precision and ``compress_mem``. A :class:`~onnxroof.load.reader.ModelFile` is bound as a copy (read once, bind
+    many times); a path or protobuf is read here."""
+    plan = whatif or WhatIf()
+    loaded = load_model(source, dims, shapes)
+    density_map = tensor_densities(loaded.model.graph, plan)
+    ir = build_ir(
+        loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order, tied=loaded.tied
+    )
+    loaded = replace(loaded, value_types=MappingProxyType({}))  # the IR holds the shapes: free ~170 B a tensor
+    return BoundModel(loaded, ir, plan, density_map, model_summary(loaded, ir))
+
+
+def model_summary(loaded: LoadedModel, ir: ModelIR) -> ModelSummary:
+    """What the model is: its file, graph, producer, opset, node count, bound dims, inputs and outputs."""
+    model = loaded.model
+
+    def describe(names: Sequence[str]) -> tuple[tuple[str, list[int | None] | None, str], ...]:
+        return tuple((n, shape_list(ir.tensors[n].shape), ir.tensors[n].dtype) for n in names if n in ir.tensors)
+
+    return ModelSummary(
+        path=str(loaded.path) if loaded.path else None,
+        graph_name=model.graph.name,
+        producer=" ".join(p for p in (model.producer_name, model.producer_version) if p),
+        ir_version=model.ir_version,
+        opset=loaded.opset,
+        nodes=len(ir.ops),
+        dims=loaded.dims,
+        inputs=describe(ir.graph_inputs),
+        outputs=describe(ir.graph_outputs),
+        subgraph_nodes=tuple(op.id for op in ir.ops if op.subgraphs),
+    )
+
+
+# ------------------------------------------------------------------------------------------------- cost
+
+
+@dataclass(frozen=True)
+class CostedModel:
+    """Every node of a bound model costed by its rule: one :class:`NodeCost` per op of the IR (what-if
+    ``skip_compute`` applied), each node's efficiency class and the precision it asks for, the distinct weights,
+    the peak of live activations, what could not be costed, and the warnings about it.
+
+    ``sparse``: the platform facts ``skip_compute`` costing read (its sparsity pattern and the precisions with a
+    sparse peak), None when it read none: such a costing holds on every platform."""
+
+    bound: BoundModel
+    node_costs: tuple[NodeCost, ...]
+    op_classes: tuple[str, ...]
+    wanted: tuple[str, ...]
+    compute_density: tuple[float, ...]
+    weights: Mapping[str, tuple[float, float]]
+    peak: PeakMemory
+    unsupported: Mapping[str, tuple[str, ...]]
+    warnings: tuple[str, ...]
+    sparse: tuple[str, frozenset[str]] | None = None
+
+
+def sparse_facts(plan: WhatIf, platform: Platform | None) -> tuple[str, frozenset[str]] | None:
+    """What ``skip_compute`` costing reads of ``platform`` (None when the knob is off)."""
+    if not plan.skip_compute or platform is None:
+        return None
+    return platform.sparsity, frozenset(platform.sparse_peak_flops)
+
+
+def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
+    """Cost every node of ``bound`` (its rules; control flow through its bodies). ``platform`` is read only under
+    ``skip_compute`` (its sparsity pattern and sparse peaks decide the zeros skipped)."""
+    ir, plan = bound.ir, bound.plan
+    sparse = sparse_facts(plan, platform)
+    resolved: dict[str, str] = {}
+    node_costs: list[NodeCost] = []
+    classes: list[str] = []
+    wanted: list[str] = []
+    densities: list[float] = []
+    by_type: dict[tuple[str, str], str] = {}  # (op_type, domain) -> efficiency class by type
+    root_graph = bound.loaded.model.graph
+    for op in ir.ops:
+        node_cost = cost_node(op, ir, root_graph)
+        want = plan.precision or precision_of(op.dtype)
+        density = 1.0
+        costed = node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0
+        if sparse is not None and platform is not None and costed:
+            used = resolved.get(want) or resolved.setdefault(want, resolve_precision(platform, want))
+            density = compute_density(sparse[0], used in sparse[1], *operand_densities(op.inputs, bound.densities))
+            if density < 1.0:
+                node_cost = replace(node_cost, cost=skip_zeros(node_cost.cost, density))
+        node_costs.append(node_cost)
+        wanted.append(want)
+        densities.append(density)
+        classes.append(_node_class(op, by_type))
+    unsupported: dict[str, list[str]] = {}
+    for op, node_cost in zip(ir.ops, node_costs, strict=True):
+        if node_cost.state == NodeState.UNSUPPORTED:
+            unsupported.setdefault(_op_key(op), []).append(op.id)
+        for inner in node_cost.unsupported:  # ops without a rule inside If/Loop/Scan bodies
+            unsupported.setdefault(inner, []).append(op.id)
+    weights: dict[str, tuple[float, float]] = {}
+    for node_cost in node_costs:
+        merge_weights(weights, node_cost.weights)
+    warnings = _shape_warnings(ir, node_costs) + _branch_warnings(ir, node_costs)
+    warnings += [line for node_cost in node_costs for line in node_cost.warnings]  # inside If/Loop/Scan bodies
+    return CostedModel(
+        bound=bound,
+        node_costs=tuple(node_costs),
+        op_classes=tuple(classes),
+        wanted=tuple(wanted),
+        compute_density=tuple(densities),
+        weights=MappingProxyType(weights),
+        peak=peak_activation_memory(ir),
+        unsupported=MappingProxyType({k: tuple(v) for k, v in unsupported.items()}),
+        warnings=tuple(warnings),
+        sparse=sparse,
+    )
+
+
+def _node_class(op: OpView, by_type: dict[tuple[str, str], str]) -> str:
+    """The efficiency class of ``op`` (:func:`~onnxroof.roofline.classify.op_class`), looked up once per op type;
+    only a Conv's class depends on the node (depthwise)."""
+    key = (op.op_type, op.domain)
+    cls = by_type.get(key)
+    if cls is None:
+        cls = by_type[key] = op_class(op.op_type, op.domain)
+    if cls == "conv":
+        cls = op_class(op.op_type, op.domain, op.attrs, channels_of(op))
+    return cls
+
+
+def channels_of(op: OpView) -> int | None:
+    """The channel count of an op's first input (dim 1), when static: used to tell depthwise convolutions."""
+    first = op.input(0)
+    if first is None or first.shape is None or len(first.shape) < 2:
+        return None
+    return first.shape[1]
+
+
+def raise_if_incomplete(costed: CostedModel) -> None:
+    """``--strict``: :class:`StrictError` when a node is unsupported or has no static shape."""
+    parts = [f"{op} ×{len(ids)}" for op, ids in sorted(costed.unsupported.items())]
+    ops = costed.bound.ir.ops
+    unknown = [op.id for op, c in zip(ops, costed.node_costs, strict=True) if c.state == NodeState.UNKNOWN_SHAPE]
+    if unknown:
+        parts.append(f"{len(unknown)} node(s) without static shapes (first: {unknown[0]})")
+    if parts:
+        raise StrictError(f"--strict: not every node could be costed: {', '.join(parts)}")
+
+
+def _branch_warnings(ir: ModelIR, node_costs: Sequence[NodeCost]) -> list[str]:
+    """An ``If`` on a model input costs its more expensive branch: say which, and how to pick the other."""
+    warnings = []
+    for op, node_cost in zip(ir.ops, node_costs, strict=True):
+        cond = op.input(0) if op.op_type == "If" else None
+        if cond is None or cond.role != Role.INPUT or not node_cost.branch:
+            continue
+        other = "else_branch" if node_cost.branch == "then_branch" else "then_branch"
+        warnings.append(
+            f"node {op.id} (If) on input '{cond.name}': the more expensive branch ({node_cost.branch}) was costed; "
+            f"bind --dim {cond.name}={1 if other == 'then_branch' else 0} to cost {other} instead"
+        )
+    return warnings
+
+
+def _shape_warnings(ir: ModelIR, node_costs: Sequence[NodeCost]) -> list[str]:
+    producer = graph_index(ir).producer
+    warnings = []
+    for op, node_cost in zip(ir.ops, node_costs, strict=True):
+        if node_cost.state == NodeState.UNKNOWN_SHAPE:
+            tensor = node_cost.missing_tensor or "?"
+            origin = producer.get(tensor)
+            made_by = f" (produced by node {origin})" if origin else ""
+            warnings.append(f"node {op.id} ({op.op_type}) not costed: tensor '{tensor}' has no static shape{made_by}")
+    return warnings
+
+
+# ------------------------------------------------------------------------------------------------- fuse
+
+
+@dataclass(frozen=True)
+class FusedModel:
+    """The kernels a runtime's fusion profile makes of a costed model, in the order of their anchors, each with
+    its descriptor; the candidates that did not fuse; and how each kernel launches.
+
+    ``anchors``: each kernel's anchor node (position in the IR's order); ``launches``: kernel launches per run
+    (0 for every kernel under graph capture: the run launches once); ``int8``: kernels a QDQ pattern runs at
+    int8 (QLinearConv, QLinearMatMul, QGemm)."""
+
+    costed: CostedModel
+    profile: str
+    captured: bool
+    kernels: tuple[Kernel, ...]
+    misses: tuple[Miss, ...]
+    op_types: tuple[tuple[str, ...], ...]
+    descriptors: tuple[KernelDescriptor, ...]
+    anchors: np.ndarray
+    launches: np.ndarray
+    int8: np.ndarray
+
+
+def fuse(costed: CostedModel, profile: str) -> FusedModel:
+    """Group ``costed``'s nodes into the kernels of fusion ``profile`` (:func:`onnxroof.fusion.fuse.fuse`) and
+    describe each kernel (:func:`describe`)."""
+    ir = costed.bound.ir
+    costs = {op.id: node_cost for op, node_cost in zip(ir.ops, costed.node_costs, strict=True)}
+    graph = FusionGraph(ir, costs)
+    fusion = fuse_kernels(ir, costs, profile, graph)
+    captured = graph_captured(profile)
+    op_of, position = graph.ops, graph.position
+    type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
+    op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
+    for kernel in fusion.kernels:
+        ops = [op_of[n] for n in kernel.node_ids]
+        types = tuple(op.op_type for op in ops)
+        types = type_lists.setdefault(types, types)
+        op_types.append(types)
+        descriptors.append(describe(ops, kernel.patterns, types))
+        anchors.append(position[kernel.node_ids[0]])
+        single = len(kernel.node_ids) == 1
+        launches.append(0 if captured else costs[kernel.node_ids[0]].launches if single else 1)
+        int8.append(bool(QDQ_PATTERNS.intersection(kernel.patterns)))
+    return FusedModel(
+        costed=costed,
+        profile=profile,
+        captured=captured,
+        kernels=fusion.kernels,
+        misses=fusion.misses,
+        op_types=tuple(op_types),
+        descriptors=tuple(descriptors),
+        anchors=np.asarray(anchors, dtype=np.int64),
+        launches=np.asarray(launches, dtype=np.float64),
+        int8=np.asarray(int8, dtype=bool),
+    )
+
+
+def describe(ops: Sequence[OpView], patterns: tuple[str, ...], op_types: tuple[str, ...]) -> KernelDescriptor:
+    """A kernel's descriptor: the efficiency class of the op the runtime runs for it
+    (:func:`~onnxroof.roofline.classify.kernel_op_class`), the GEMM of its first GEMM-like member, its anchor's
+    element type and the weights its members read."""
+    anchor = ops[0]
+    weights = tuple(t.name for op in ops for t in op.inputs if t is not None and t.role == Role.WEIGHT)
+    return KernelDescriptor(
+        op_class=kernel_op_class(op_types, patterns, anchor.domain, anchor.attrs, channels_of(anchor)),
+        gemm=first_gemm_shape(ops),
+        dtype=anchor.dtype,
+        weights=weights,
+    )
+
+
+def fallback_warnings(wanted: Sequence[str], platform: Platform) -> tuple[dict[str, str], list[str]]:
+    """The platform precision each wanted one resolves to, and a warning per precision the platform lacks."""
+    counts = Counter(wanted)
+    resolved = {want: resolve_precision(platform, want) for want in counts}
+    fallbacks: Counter[tuple[str, str]] = Counter()
+    for want, used in resolved.items():
+        if used != want:
+            fallbacks[(want, used)] += counts[want]
+    warnings = [
+        f"platform '{platform.name}' has no {want} peak: {count} node(s) use its {used} peak"
+        for (want, used), count in sorted(fallbacks.items())
+    ]
+    return resolved, warnings

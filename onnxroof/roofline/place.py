@@ -1,0 +1,303 @@
+"""Placement: rows of work (nodes or kernels, as columns) put on a platform through a time model.
+
+``place(work, platform, model)`` is the placement stage. It reads what every row costs and what it is
+(:class:`Work`: FLOPs, bytes, the precision it computes at, its op class, launches, its descriptor), derives the
+platform's roofs for each row (:func:`roofs`: the compute roof for the row's precision, the bandwidth of the
+memory level that serves it, the efficiency of its op class), asks the time model for the times and the bound
+(:class:`TimeModel`; :class:`RooflineTime` is the first), and returns every figure as one array per figure
+(:class:`Figures`). Nothing is computed per row in Python: a million rows cost a few array operations.
+
+The roofs (for a row of ``F`` FLOPs and ``B`` bytes at precision ``p``, op class ``c``, PE-array utilization ``u``):
+
+* ``P = platform.peak(p)`` (the sustained share of the datasheet peak, or the datasheet with ``--peak``);
+* bandwidth ``W``: without measured cache levels, the DRAM roof ``W_dram``. With ``[memory] cache_levels``, the
+  row's *cold* bytes ``C = clamp(cold_bytes, 0, B)`` stream from DRAM, its *hot* bytes ``H = B − C`` at ``W_H``,
+  the bandwidth of the smallest level whose size holds ``H`` (DRAM if none does), and
+  ``W = B / (C / W_dram + H / W_H)`` (``= W_H`` when nothing moves);
+* efficiency ``e``: the platform's ``[efficiency]`` figure for ``c`` (1 when it gives none);
+* intensity ``I = F / B`` (``∞`` for FLOPs without bytes, 0 for neither); ridge ``R = P / W``;
+* attainable FLOP/s ``= e · min(u · P, I · W)`` (0 for a row that does not run);
+* energy (platforms with energy figures, :mod:`onnxroof.roofline.energy`): ``F · E_op(p)`` plus the DRAM bytes
+  (``B`` minus the bytes a cache level serves) × ``E_dram`` and the cache-served bytes × ``E_onchip``; the row
+  is energy-bound by ``compute`` when ``E_compute ≥ E_memory`` and ``E_compute > 0``, else ``memory``.
+
+A row that does not run (views, folded constants, unsupported ops: ``runs`` false) has zero time, bound
+``none``, utilization 1 and no energy; its intensity, roof and ridge are still given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from onnxroof.core.states import Bound
+from onnxroof.platform.model import Platform
+from onnxroof.roofline.energy import byte_energy, op_energy
+
+Floats = npt.NDArray[np.float64]
+Objects = npt.NDArray[np.object_]
+
+
+def floats(values: Sequence[float] | npt.ArrayLike) -> Floats:
+    """``values`` as a float64 column."""
+    return np.asarray(values, dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class Work:
+    """What placement reads, one entry per row (a node or a kernel), in SI units.
+
+    ``precision``: the platform precision each row computes at (already resolved through the platform's
+    fallback chain); ``op_class``: the efficiency class of each row (a key of the platform's ``[efficiency]``);
+    ``runs``: false for rows that take no time (views, folded, unsupported); ``launches``: kernel launches each
+    row pays (0 under graph capture); ``utilization``: PE-array utilization (1 without an array);
+    ``cold_bytes``: bytes that come from DRAM even when a cache level could hold the working set;
+    ``descriptors``: each row's kernel descriptor (op class, GEMM view, dtypes) for time models that look at a
+    kernel's shape (empty when none was built).
+    """
+
+    flops: Floats
+    bytes: Floats
+    precision: Objects
+    op_class: Objects
+    runs: npt.NDArray[np.bool_]
+    launches: Floats
+    utilization: Floats
+    cold_bytes: Floats
+    descriptors: tuple[object, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.flops)
+
+
+@dataclass(frozen=True, eq=False)
+class Roofs:
+    """The platform's roofs for each row of a :class:`Work` (module docstring): compute roof ``P``,
+    bandwidth ``W`` and the level that serves the row, efficiency ``e``, and the bytes a cache level serves."""
+
+    peak: Floats
+    bandwidth: Floats
+    level: Objects
+    efficiency: Floats
+    near_bytes: Floats
+
+
+@dataclass(frozen=True, eq=False)
+class Times:
+    """What a time model returns per row: compute, memory and overhead time, predicted latency (s), bound."""
+
+    t_compute: Floats
+    t_memory: Floats
+    t_overhead: Floats
+    latency: Floats
+    bound: Objects
+
+
+class TimeModel(Protocol):
+    """Turns rows of work on a platform into times: the seam a new time model plugs into.
+
+    ``name`` is what reports print; ``times`` receives every row's costs and descriptor (:class:`Work`), the
+    roofs placement derived for it (:class:`Roofs`) and the platform, and returns :class:`Times` for the rows
+    that run (rows that do not run are zeroed by :func:`place` whatever the model returns). Nothing above
+    placement knows which model ran.
+    """
+
+    name: str
+
+    def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times: ...
+
+
+@dataclass(frozen=True)
+class RooflineTime:
+    """The roofline time model: a lower bound on a kernel's time, from its FLOPs and bytes alone.
+
+    * ``t_compute = F / (e · u · P)``, ``t_memory = B / (e · W)``;
+    * ``t_launch = launch_overhead_s × launches`` (the platform's per-kernel launch or dispatch cost);
+    * ``t = max(t_compute, t_memory) + t_launch``;
+    * bound ``compute`` when ``t_compute ≥ t_memory`` and ``F > 0``, else ``memory``.
+    """
+
+    name: str = "roofline"
+
+    def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times:
+        t_compute = work.flops / (roofs.efficiency * work.utilization * roofs.peak)
+        t_memory = work.bytes / (roofs.efficiency * roofs.bandwidth)
+        overhead = platform.launch_overhead_s * work.launches
+        bound = choose((t_compute >= t_memory) & (work.flops > 0), Bound.COMPUTE, Bound.MEMORY)
+        return Times(t_compute, t_memory, overhead, np.maximum(t_compute, t_memory) + overhead, bound)
+
+
+ROOFLINE = RooflineTime()
+
+
+@dataclass(frozen=True, eq=False)
+class Figures:
+    """Every placed figure, one array per figure, in :data:`FIGURES` order (SI units).
+
+    Energy columns hold NaN where the platform gives no energy figures or the row does not run (read as None).
+    """
+
+    intensity: Floats
+    peak_flops: Floats
+    ridge: Floats
+    attainable_flops: Floats
+    t_compute_s: Floats
+    t_memory_s: Floats
+    t_overhead_s: Floats
+    latency_s: Floats
+    bound: Objects
+    utilization: Floats
+    energy_j: Floats
+    energy_compute_j: Floats
+    energy_memory_j: Floats
+    energy_bound: Objects
+    level: Objects
+    bandwidth: Floats
+    efficiency: Floats
+    time_model: str = ROOFLINE.name
+
+    def __len__(self) -> int:
+        return len(self.latency_s)
+
+
+#: The figures a node or kernel result shows, in the order results list them.
+FIGURES = (
+    "intensity",
+    "peak_flops",
+    "ridge",
+    "attainable_flops",
+    "t_compute_s",
+    "t_memory_s",
+    "t_overhead_s",
+    "latency_s",
+    "bound",
+    "utilization",
+    "energy_j",
+    "energy_compute_j",
+    "energy_memory_j",
+    "energy_bound",
+)
+
+
+def choose(condition: npt.NDArray[np.bool_], yes: object, no: object) -> Objects:
+    """An object column: ``yes`` where ``condition`` holds, else ``no`` (``np.where`` would turn enums into text)."""
+    out = filled(len(condition), no)
+    out[condition] = yes
+    return out
+
+
+def filled(rows: int, value: object) -> Objects:
+    """An object column of ``rows`` times ``value`` (``np.full`` would turn an enum into text)."""
+    out = np.empty(rows, dtype=object)
+    out.fill(value)
+    return out
+
+
+def _none_unless(runs: npt.NDArray[np.bool_], bound: Objects) -> Objects:
+    """``bound`` where the row runs, ``Bound.NONE`` where it does not."""
+    out = np.array(bound, dtype=object)
+    out[~runs] = Bound.NONE
+    return out
+
+
+def by_key(keys: Objects, lookup: Callable[[Any], float | None]) -> Floats:
+    """One float per row, ``lookup(key)`` called once per distinct key (None reads as NaN)."""
+    if len(keys) == 0:
+        return np.zeros(0)
+    codes, uniques = pd.factorize(keys)
+    table = floats([np.nan if (value := lookup(key)) is None else value for key in uniques])
+    return table[codes]
+
+
+def roofs(work: Work, platform: Platform) -> Roofs:
+    """The platform's roofs for every row (module docstring)."""
+    peak = by_key(work.precision, lookup=platform.peak)
+    efficiency = by_key(work.op_class, lookup=lambda cls: platform.efficiency.get(cls, 1.0))
+    moved = work.bytes
+    rows = len(work)
+    if not platform.cache_levels:
+        bandwidth = np.full(rows, platform.roof_bandwidth)
+        return Roofs(peak, bandwidth, filled(rows, "dram"), efficiency, np.zeros(rows))
+    cold = np.minimum(np.maximum(work.cold_bytes, 0.0), moved)
+    hot = moved - cold
+    sizes = floats([level.size for level in platform.cache_levels])
+    index = np.searchsorted(sizes, hot, side="left")  # the smallest level whose size holds H
+    in_cache = index < len(sizes)
+    level_bandwidths = floats([level.bandwidth for level in platform.cache_levels] + [platform.roof_bandwidth])
+    names = [level.name or f"L{number}" for number, level in enumerate(platform.cache_levels, start=1)]
+    hot_bandwidth = level_bandwidths[index]
+    level = np.asarray([*names, "dram"], dtype=object)[index]
+    seconds = cold / platform.roof_bandwidth + hot / hot_bandwidth
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bandwidth = np.where(seconds > 0, moved / np.where(seconds > 0, seconds, 1.0), hot_bandwidth)
+    near = np.where(in_cache, hot, 0.0)
+    mixed = in_cache & (cold > 0)
+    if mixed.any():
+        level = level.copy()
+        level[mixed] = np.where(hot[mixed] > 0, level[mixed] + "+dram", "dram")
+    return Roofs(peak, bandwidth, level, efficiency, near)
+
+
+def intensity(flops: Floats, moved: Floats) -> Floats:
+    """``F / B``; ``∞`` for FLOPs without bytes, 0 for neither."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = flops / np.where(moved > 0, moved, 1.0)
+    return np.where(moved > 0, ratio, np.where(flops > 0, np.inf, 0.0))
+
+
+def place(work: Work, platform: Platform, model: TimeModel = ROOFLINE) -> Figures:
+    """Every row of ``work`` placed on ``platform`` through ``model`` (module docstring)."""
+    roof = roofs(work, platform)
+    times = model.times(work, roof, platform)
+    runs = work.runs
+    intense = intensity(work.flops, work.bytes)
+    utilization = np.where(runs, work.utilization, 1.0)
+    attainable = roof.efficiency * np.minimum(utilization * roof.peak, intense * roof.bandwidth)
+    energy, compute_j, memory_j, energy_bound = _energy(work, roof, platform)
+    zero = np.zeros(len(work))
+    return Figures(
+        intensity=intense,
+        peak_flops=roof.peak,
+        ridge=roof.peak / roof.bandwidth,
+        attainable_flops=np.where(runs, attainable, 0.0),
+        t_compute_s=np.where(runs, times.t_compute, zero),
+        t_memory_s=np.where(runs, times.t_memory, zero),
+        t_overhead_s=np.where(runs, times.t_overhead, zero),
+        latency_s=np.where(runs, times.latency, zero),
+        bound=_none_unless(runs, times.bound),
+        utilization=utilization,
+        energy_j=energy,
+        energy_compute_j=compute_j,
+        energy_memory_j=memory_j,
+        energy_bound=energy_bound,
+        level=roof.level,
+        bandwidth=roof.bandwidth,
+        efficiency=roof.efficiency,
+        time_model=model.name,
+    )
+
+
+def _energy(work: Work, roof: Roofs, platform: Platform) -> tuple[Floats, Floats, Floats, Objects]:
+    """Energy per row (module docstring): total, compute, memory (NaN: none) and the energy bound."""
+    rows = len(work)
+    if not platform.has_energy:
+        nothing = np.full(rows, np.nan)
+        return nothing, nothing, nothing, filled(rows, Bound.NONE)
+    per_op = by_key(work.precision, lookup=lambda p: op_energy(platform, p))
+    compute = work.flops * per_op
+    memory = (work.bytes - roof.near_bytes) * byte_energy(platform, "dram") + roof.near_bytes * byte_energy(
+        platform, "onchip"
+    )
+    runs = work.runs
+    bound = choose((compute >= memory) & (compute > 0), Bound.COMPUTE, Bound.MEMORY)
+    return (
+        np.where(runs, compute + memory, np.nan),
+        np.where(runs, compute, np.nan),
+        np.where(runs, memory, np.nan),
+        _none_unless(runs, bound),
+    )
