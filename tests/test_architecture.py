@@ -3,7 +3,9 @@
 * the import-linter contracts of pyproject.toml hold (the layers of the data flow; onnxruntime only in
   ``measure``; nothing imports the CLI);
 * no import cycle among the package's modules, lazy imports inside functions included;
-* no module over 500 lines (pattern data excepted), no function of cyclomatic complexity over 40;
+* no module over 500 lines (pattern data excepted), no function (method or closure) of cyclomatic complexity
+  over 25 (the design guide: over ~15 wants a reason, given where the function is; over 25, a redesign);
+* no module of the package calls ``exec`` or ``eval`` (code is read, not built at run time);
 * no flat family of three or more modules sharing a name prefix (``fusion_*``): a family is a package;
 * the installed package list names every subpackage, so ``pip install .`` ships them all.
 """
@@ -26,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "onnxroof"
 SOURCES = sorted({*PACKAGE.rglob("*.py"), *(ROOT / "rules").glob("*.py")} - set((PACKAGE / "rules").glob("*.py")))
 MAX_LINES = 500
-MAX_COMPLEXITY = 40
+MAX_COMPLEXITY = 25
 PATTERN_DATA = {PACKAGE / "fusion" / "patterns.py"}  # tables of fusion patterns: data, not logic
 
 
@@ -66,14 +68,49 @@ def test_modules_are_small(path: Path) -> None:
     assert lines <= MAX_LINES, f"{path.relative_to(ROOT)}: {lines} lines (split it by job)"
 
 
+def _blocks(blocks: list) -> list:
+    """radon's blocks (functions, classes, methods) with the closures inside them, which radon scores apart."""
+    return [inner for block in blocks for inner in [block, *_blocks(getattr(block, "closures", []))]]
+
+
 def test_no_function_is_too_complex() -> None:
     too_complex = [
         f"{path.relative_to(ROOT)}:{block.lineno} {block.name} ({block.complexity})"
         for path in SOURCES
-        for block in cc_visit(path.read_text(encoding="utf-8"))
+        for block in _blocks(cc_visit(path.read_text(encoding="utf-8")))
         if block.complexity > MAX_COMPLEXITY
     ]
-    assert not too_complex, "split these functions: " + ", ".join(too_complex)
+    assert not too_complex, "split these functions into named steps: " + ", ".join(too_complex)
+
+
+#: Modules still allowed an ``exec``/``eval`` call, relative to the repository root. roofline/kernels.py's
+#: ``_maker`` builds a constructor with ``exec``; it is being removed (issue 21): empty this set then.
+KNOWN = {"onnxroof/roofline/kernels.py"}
+
+
+def _exec_eval_calls(source: str) -> list[str]:
+    """``"LINE name"`` of each call of the builtin ``exec`` or ``eval`` in ``source`` (a method such as
+    ``model.eval()`` is no such call)."""
+    return [
+        f"{node.lineno} {node.func.id}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval")
+    ]
+
+
+def test_exec_and_eval_calls_are_found() -> None:
+    source = "exec('x = 1')\nmodel.eval()\ny = eval('2', {})\ndef f(evaluate):\n    return evaluate('exec')\n"
+    assert _exec_eval_calls(source) == ["1 exec", "3 eval"]
+
+
+def test_no_exec_or_eval_in_the_package() -> None:
+    calls = [
+        f"{path.relative_to(ROOT).as_posix()}:{call}"
+        for path in SOURCES
+        if path.relative_to(ROOT).as_posix() not in KNOWN
+        for call in _exec_eval_calls(path.read_text(encoding="utf-8"))
+    ]
+    assert not calls, "code built at run time (write it out instead): " + ", ".join(calls)
 
 
 def test_no_flat_module_families() -> None:

@@ -31,34 +31,40 @@ _RUNTIME = (Role.INPUT, Role.ACTIVATION)
 def peak_activation_memory(ir: ModelIR) -> PeakMemory:
     """The peak of live run-time buffers over ``ir``'s order (model: module docstring; views from the IR's index).
 
-    Two passes over the ops, every check inlined (they run for every tensor of the model): the first finds each
-    buffer's size and last use, the second walks the order adding and freeing buffers in the sequence the model
-    states, so the float sums are the same to the last bit. A tensor that owns its buffer (a graph input, the
-    output of an op that is not a view) has a size; a view's output is in ``alias``, naming the buffer it shares.
-    """
+    Two passes over the ops, every per-tensor check inlined (they run for every tensor of the model): the first
+    finds each buffer's size and last use (:func:`_buffers`), the second walks the order adding and freeing
+    buffers in the sequence the model states (:func:`_peak_over_order`), so the float sums are the same to the
+    last bit."""
+    buffers = _buffers(ir)
+    peak, peak_node = _peak_over_order(ir, buffers)
+    return PeakMemory(peak, peak_node, buffers.unknown)
+
+
+@dataclass(frozen=True, slots=True)
+class _Buffers:
+    """The run-time buffers of a model: ``size`` (bytes) of each tensor that owns its buffer (a graph input, the
+    output of an op that is not a view; 0 when its shape is not static), ``alias``: a view's output -> the buffer
+    it shares, ``last_use``: buffer -> the step of its last reader (the number of ops for graph outputs), and
+    how many owners have an ``unknown`` size."""
+
+    size: dict[str, float]
+    alias: dict[str, str]
+    last_use: dict[str, int]
+    unknown: int
+
+
+def _buffers(ir: ModelIR) -> _Buffers:
+    """The first pass (:class:`_Buffers`): graph inputs own their buffers, then per op in order its outputs own
+    or alias one and its inputs mark their buffer used at this step; graph outputs are used to the end.
+
+    Complexity 16, kept: the per-tensor checks stay inline in the loop over every tensor of the model."""
     views = graph_index(ir).views
     alias: dict[str, str] = {}
-    size: dict[str, float] = {}
-    unknown = 0
-
-    def buffer(name: str) -> str | None:
-        return alias.get(name) or (name if name in size else None)
-
-    for name in ir.graph_inputs:
-        t = ir.tensors[name]
-        if t.is_static_shape:
-            size[name] = t.nbytes
-        else:
-            size[name] = 0.0
-            unknown += 1
+    size, unknown = _input_sizes(ir)
     last_use: dict[str, int] = {}
     ops: Sequence[OpView] = ir.ops
     for step, op in enumerate(ops):
-        source = None  # the buffer a view's outputs alias
-        if op.id in views and op.inputs:
-            first = op.inputs[0]
-            if first is not None and first.role in _RUNTIME:
-                source = buffer(first.name)
+        source = _view_source(op, alias, size) if op.id in views else None  # the buffer a view's outputs alias
         for t in op.outputs:
             if t is None or t.role not in _RUNTIME:
                 continue
@@ -72,22 +78,60 @@ def peak_activation_memory(ir: ModelIR) -> PeakMemory:
         for t in op.inputs:
             if t is not None and t.role in _RUNTIME:
                 name = t.name
-                used = alias.get(name) or (name if name in size else None)  # buffer(), inlined
+                used = alias.get(name) or (name if name in size else None)  # _buffer_of(), inlined
                 if used is not None:
                     last_use[used] = step
     end = len(ops)
     for name in ir.graph_outputs:
-        used = buffer(name)
+        used = _buffer_of(name, alias, size)
         if used is not None:
             last_use[used] = end
+    return _Buffers(size, alias, last_use, unknown)
+
+
+def _input_sizes(ir: ModelIR) -> tuple[dict[str, float], int]:
+    """The graph inputs' buffer sizes (0 for one whose shape is not static) and how many are not static."""
+    size: dict[str, float] = {}
+    unknown = 0
+    for name in ir.graph_inputs:
+        t = ir.tensors[name]
+        if t.is_static_shape:
+            size[name] = t.nbytes
+        else:
+            size[name] = 0.0
+            unknown += 1
+    return size, unknown
+
+
+def _buffer_of(name: str, alias: dict[str, str], size: dict[str, float]) -> str | None:
+    """The buffer tensor ``name`` lives in: the one it aliases, itself when it owns one, else None."""
+    return alias.get(name) or (name if name in size else None)
+
+
+def _view_source(op: OpView, alias: dict[str, str], size: dict[str, float]) -> str | None:
+    """The buffer the outputs of the view ``op`` alias: its first input's, when that is a run-time tensor."""
+    if not op.inputs:
+        return None
+    first = op.inputs[0]
+    if first is None or first.role not in _RUNTIME:
+        return None
+    return _buffer_of(first.name, alias, size)
+
+
+def _peak_over_order(ir: ModelIR, buffers: _Buffers) -> tuple[float, str | None]:
+    """The second pass: the largest sum of live buffers and the node running then (None: the graph inputs alone).
+
+    Per op in order: its outputs' own buffers are allocated (each once), the live sum is compared with the peak,
+    then the buffers whose last use this was are freed, and the outputs nobody reads at once. Complexity 17,
+    kept: the per-tensor checks stay inline in the loop over every tensor of the model."""
+    size, alias, last_use = buffers.size, buffers.alias, buffers.last_use
     free_at: dict[int, list[str]] = {}
     for used, step in last_use.items():
         free_at.setdefault(step, []).append(used)
-
     live = sum(size[name] for name in ir.graph_inputs)
     peak, peak_node = live, None
     allocated = set(ir.graph_inputs)
-    for step, op in enumerate(ops):
+    for step, op in enumerate(ir.ops):
         for t in op.outputs:
             if t is not None:
                 name = t.name
@@ -105,4 +149,4 @@ def peak_activation_memory(ir: ModelIR) -> PeakMemory:
                 name = t.name
                 if name not in last_use and name in size and name not in alias:
                     live -= size[name]
-    return PeakMemory(peak, peak_node, unknown)
+    return peak, peak_node

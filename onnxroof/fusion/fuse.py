@@ -48,7 +48,7 @@ from types import MappingProxyType
 
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import OnnxroofError, ShapeUnknown
-from onnxroof.core.ir import ModelIR
+from onnxroof.core.ir import ModelIR, OpView, TensorInfo
 from onnxroof.core.states import RuleKind
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.fusion.checks import CHECKS, NOT_A_CANDIDATE
@@ -143,57 +143,77 @@ def profile_patterns(profile: str) -> tuple[str, ...]:
 def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Cost, bool]:
     """The cost of a kernel of ``nodes`` (see the module docstring), and whether every member is elementwise.
 
-    One pass over the members' tensors, with the members' set built once: an input is read from outside
-    when its buffer's producer is no member (each buffer once); an output is written when :meth:`escapes`
-    says so, which a tensor read only by members answers without walking its users."""
-    ops, types, node_costs = g.ops, g.types, g.costs
+    FLOPs, MACs and params from the non-folded members (:func:`_member_compute`); traffic from what crosses the
+    kernel's boundary (:func:`_boundary_traffic`), capped at the members' own sums, or those sums when a
+    member's shape is unknown."""
+    node_costs = g.costs
     if len(nodes) == 1:
-        op = ops[nodes[0]]
-        return node_costs[nodes[0]].cost, types[op.domain][op.op_type].elementwise
+        op = g.ops[nodes[0]]
+        return node_costs[nodes[0]].cost, g.types[op.domain][op.op_type].elementwise
     costs = [node_costs[n] for n in nodes]
     kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
+    flops, macs, params = _member_compute(kept)
+    sum_read = sum(c.cost.bytes_read for c in costs)
+    sum_written = sum(c.cost.bytes_written for c in costs)
+    try:
+        outside_read, escaping = _boundary_traffic(nodes, folded, g)
+        bytes_read, bytes_written = min(outside_read, sum_read), min(escaping, sum_written)
+    except ShapeUnknown:
+        bytes_read, bytes_written = sum_read, sum_written
+    cost = Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params)
+    return cost, g.all_elementwise(nodes)
+
+
+def _member_compute(kept: list[NodeCost]) -> tuple[float, float, float]:
+    """FLOPs = Σ FLOPs of ``kept`` (the non-folded members), MACs likewise, and params = elements of their
+    distinct weights (a weight two members read counts once)."""
     flops = sum(c.cost.flops for c in kept)
     macs = sum(c.cost.macs for c in kept)
     weights: dict[str, tuple[float, float]] = {}
     for c in kept:
         if c.weights:
             merge_weights(weights, c.weights)
-    params = float(sum(numel for numel, _ in weights.values()))
-    sum_read = sum(c.cost.bytes_read for c in costs)
-    sum_written = sum(c.cost.bytes_written for c in costs)
-    members = set(nodes)
+    return flops, macs, float(sum(numel for numel, _ in weights.values()))
+
+
+def _boundary_traffic(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[float, float]:
+    """Bytes the kernel of ``nodes`` reads from outside and writes for outside, uncapped.
+
+    read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) whose producer is no
+    member, over the charged inputs (:func:`_charged_inputs`); written = Σ bytes of member outputs that
+    :meth:`~onnxroof.fusion.graph.FusionGraph.escapes` (a tensor read only by members answers without walking
+    its users). One pass over the members' tensors, with the members' set built once; raises
+    :class:`ShapeUnknown` when a tensor's size is unknown."""
+    ops, members = g.ops, set(nodes)
     view_source, producer = g.index.view_source, g.producer
-    elementwise = True
-    try:
-        reads: dict[str, float] = {}
-        written = 0.0
-        for n in nodes:
-            op = ops[n]
-            facts = types[op.domain][op.op_type]
-            elementwise = elementwise and facts.elementwise
-            skip = facts.entry.config_inputs if facts.entry is not None else ()
-            inputs = op.inputs
-            if skip or (folded and n in folded):  # config inputs are not charged, nor a folded member's constants
-                inputs = tuple(t for i, t in enumerate(inputs) if i not in skip and not (n in folded and t.is_constant))
-            for t in inputs:
-                if t is None:
-                    continue
-                name = t.name
-                if name in view_source:
-                    name = g.root(name)
-                if producer.get(name) in members or name in reads:
-                    continue
-                reads[name] = t.nbytes
-            for t in op.outputs:
-                if t is None:
-                    continue
-                if g.escapes(t.name, members):
-                    written += t.nbytes
-        bytes_read, bytes_written = min(sum(reads.values()), sum_read), min(written, sum_written)
-    except ShapeUnknown:
-        bytes_read, bytes_written = sum_read, sum_written
-        elementwise = g.all_elementwise(nodes)
-    return Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params), elementwise
+    reads: dict[str, float] = {}
+    written = 0.0
+    for n in nodes:
+        op = ops[n]
+        for t in _charged_inputs(op, n in folded, g):
+            if t is None:
+                continue
+            name = t.name
+            if name in view_source:
+                name = g.root(name)
+            if producer.get(name) in members or name in reads:
+                continue
+            reads[name] = t.nbytes
+        for t in op.outputs:
+            if t is not None and g.escapes(t.name, members):
+                written += t.nbytes
+    return sum(reads.values()), written
+
+
+def _charged_inputs(op: OpView, folded_member: bool, g: FusionGraph) -> tuple[TensorInfo | None, ...]:
+    """The inputs of ``op`` whose reading a kernel is charged: all but its rule's config inputs (shape vectors,
+    axes: the rules do not charge them) and, for a ``folded_member``, its constants (a folded BN's scale, bias,
+    mean and var are not read)."""
+    facts = g.types[op.domain][op.op_type]
+    skip = facts.entry.config_inputs if facts.entry is not None else ()
+    if not skip and not folded_member:
+        return op.inputs
+    return tuple(t for i, t in enumerate(op.inputs) if i not in skip and not (folded_member and t.is_constant))
 
 
 def _build_kernels(state: PassState) -> tuple[Kernel, ...]:

@@ -26,7 +26,7 @@ import operator
 from array import array
 from collections.abc import Callable
 
-from onnxroof.core.ir import implicit_reads
+from onnxroof.core.ir import OpView, implicit_reads
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
 from onnxroof.fusion.patterns import PointwisePattern
@@ -55,6 +55,22 @@ def _zeros(count: int) -> array:
     return array("q", bytes(8 * count))
 
 
+def _size_number(unit: Unit, op: OpView, state: PassState, size_number: dict[int, int]) -> int:
+    """The ``size`` of the block of ``unit`` (whose first node is ``op``): the number of its element count when
+    it is pointwise (elementwise-only, nothing folded into it, its output's shape static), numbered in
+    ``size_number`` in order of first sight (a count may exceed 64 bits), else -1."""
+    if unit.folded or unit.out is None:
+        return -1
+    g = state.g
+    if not (g.types[op.domain][op.op_type].elementwise if len(unit.nodes) == 1 else g.all_elementwise(unit.nodes)):
+        return -1
+    t = g.ir.tensors.get(unit.out)
+    shape = t.shape if t is not None else None
+    if shape is None or None in shape:
+        return -1
+    return size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]
+
+
 class _Blocks:
     """The blocks, numbered in the order of their first node, and their data edges (implicit reads by If/Loop
     bodies included): each block's distinct producers ``preds[pred_start[b]:pred_end[b]]``, its successors
@@ -70,26 +86,35 @@ class _Blocks:
     """
 
     def __init__(self, state: PassState) -> None:
-        g = state.g
-        position, producer, types, tensors, unit_of = g.position, g.producer, g.types, g.ir.tensors, state.unit_of
+        n = len(state.g.position)  # at most one block per node: the arrays are cut to the blocks afterwards
         self.items: list[Block] = []
-        n = len(position)  # at most one block per node: the arrays are cut to the blocks afterwards
         self.size = array("q", [-1]) * n
         self.view = bytearray(n)
         self.preds = array("q")
         self.pred_start, self.pred_end = _zeros(n), _zeros(n)
-        items, sizes, views, preds, pred_start, pred_end = (
-            self.items,
-            self.size,
-            self.view,
-            self.preds,
-            self.pred_start,
-            self.pred_end,
-        )
         number_at = array("q", [-1]) * n  # node position -> block number
-        size_number: dict[int, int] = {}  # element count -> its number, the value kept in ``size``
         seen = array("q", [-1]) * n  # the block whose producers are being gathered, per block (dedup)
-        later: list[int] = []  # blocks whose producers are gathered after the pass
+        later = self._number(state, number_at, seen)
+        count = len(self.items)
+        for cut in (self.size, self.view, self.pred_start, self.pred_end):
+            del cut[count:]
+        if later:
+            self._gather_later(later, state, number_at, seen)
+        del number_at, seen
+        self._link_successors(count)
+
+    def _number(self, state: PassState, number_at: array, seen: array) -> list[int]:
+        """Number the blocks in the order of their first node (``number_at``: node position -> block), set each
+        block's ``size`` and ``view``, and gather the producers of the single-node blocks whose producers are
+        numbered already (the nodes are in topological order). Returns the blocks whose producers are gathered
+        after the pass (:meth:`_gather_later`): multi-node units, control-flow nodes, and a node read from a unit
+        not numbered yet. The producer gathering stays inline: it runs for every node of the model."""
+        g = state.g
+        position, producer, types, unit_of = g.position, g.producer, g.types, state.unit_of
+        items, sizes, views, preds = self.items, self.size, self.view, self.preds
+        pred_start, pred_end = self.pred_start, self.pred_end
+        size_number: dict[int, int] = {}  # element count -> its number, the value kept in ``size``
+        later: list[int] = []
         b = -1
         for i, op in enumerate(g.ir.ops):
             if number_at[i] >= 0:
@@ -102,16 +127,8 @@ class _Blocks:
                 views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
             else:
                 items.append(unit)
-                single = len(unit.nodes) == 1
-                pointwise = not unit.folded and unit.out is not None  # elementwise-only, a static shape
-                if pointwise and (
-                    types[op.domain][op.op_type].elementwise if single else g.all_elementwise(unit.nodes)
-                ):
-                    t = tensors.get(unit.out)
-                    shape = t.shape if t is not None else None
-                    if shape is not None and None not in shape:  # numbered: a count may exceed 64 bits
-                        sizes[b] = size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]
-                if not single:
+                sizes[b] = _size_number(unit, op, state, size_number)
+                if len(unit.nodes) != 1:
                     for node in unit.nodes:
                         number_at[position[node]] = b
                     later.append(b)
@@ -135,12 +152,12 @@ class _Blocks:
                     continue
             del preds[first:]
             later.append(b)
-        count = len(items)
-        for cut in (sizes, views, pred_start, pred_end):
-            del cut[count:]
-        if later:
-            self._gather_later(later, state, number_at, seen)
-        del number_at, seen
+        return later
+
+    def _link_successors(self, count: int) -> None:
+        """Each block's successors ``succs[succ_start[b]:succ_start[b + 1]]`` in block order, and its
+        ``out_degree``, from the producers gathered (the CSR transpose of ``preds``)."""
+        preds, pred_start, pred_end = self.preds, self.pred_start, self.pred_end
         out_degree = self.out_degree = _zeros(count)
         for p in preds:
             out_degree[p] += 1

@@ -278,25 +278,8 @@ def bind_dims(model: onnx.ModelProto, dims: Mapping[str, object]) -> tuple[dict[
     """
     bound = {name: _dim_int(name, value) for name, value in dims.items()}
     symbols = symbolic_dims(model)
-    expressions: dict[str, DimExpr | None] = {}
-    literal = {}  # expression texts the user bound as names: checked against their computed value
-    for value in model.graph.input:
-        if value.type.HasField("tensor_type"):
-            for axis, dim in enumerate(value.type.tensor_type.shape.dim):
-                key = _dim_key(value, axis, dim)
-                if key is not None and key not in expressions:
-                    expressions[key] = parse_dim_expression(key)
-                    if expressions[key] is not None and key in bound:
-                        literal[key] = bound[key]
-    unbound = {s: places for s, places in symbols.items() if s not in bound}
-    for part in list(unbound):  # a part used only inside expressions bound by their text needs no binding
-        users = [k for k, e in expressions.items() if e is not None and part in e.names]
-        if part not in expressions and users and all(k in literal for k in users):
-            del unbound[part]
-    if unbound:
-        listed = "; ".join(f"{s} ({', '.join(p)})" for s, p in unbound.items())
-        example = " ".join(f"--dim {s}=N" for s in unbound)
-        raise DimsError(f"unbound symbolic dims: {listed}. Bind them with {example} (or dims={{...}} in the API)")
+    expressions, literal = _input_expressions(model, bound)
+    _require_bound(symbols, bound, expressions, literal)
     bool_inputs = _scalar_bool_inputs(model)
     values = {name: number for name, number in bound.items() if name not in symbols and name in bool_inputs}
     warnings = [
@@ -304,34 +287,83 @@ def bind_dims(model: onnx.ModelProto, dims: Mapping[str, object]) -> tuple[dict[
         for name in bound
         if name not in symbols and name not in values and name not in literal
     ]
+    _write_sizes(model, bound, expressions)
+    _bind_values(model, values)
+    return bound, warnings
+
+
+def _input_expressions(
+    model: onnx.ModelProto, bound: Mapping[str, int]
+) -> tuple[dict[str, DimExpr | None], dict[str, int]]:
+    """The dim keys of the graph's inputs, each with its parsed expression (None for a plain name), and the
+    expression texts the user bound as names (checked later against their computed value)."""
+    expressions: dict[str, DimExpr | None] = {}
+    literal = {}
+    for value in model.graph.input:
+        if not value.type.HasField("tensor_type"):
+            continue
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            key = _dim_key(value, axis, dim)
+            if key is not None and key not in expressions:
+                expressions[key] = parse_dim_expression(key)
+                if expressions[key] is not None and key in bound:
+                    literal[key] = bound[key]
+    return expressions, literal
+
+
+def _require_bound(
+    symbols: Mapping[str, list[str]],
+    bound: Mapping[str, int],
+    expressions: Mapping[str, DimExpr | None],
+    literal: Mapping[str, int],
+) -> None:
+    """Raise :class:`DimsError` listing every symbol of the user inputs that has no binding; a part used only
+    inside expressions bound by their text needs none."""
+    unbound = {s: places for s, places in symbols.items() if s not in bound}
+    for part in list(unbound):
+        users = [k for k, e in expressions.items() if e is not None and part in e.names]
+        if part not in expressions and users and all(k in literal for k in users):
+            del unbound[part]
+    if unbound:
+        listed = "; ".join(f"{s} ({', '.join(p)})" for s, p in unbound.items())
+        example = " ".join(f"--dim {s}=N" for s in unbound)
+        raise DimsError(f"unbound symbolic dims: {listed}. Bind them with {example} (or dims={{...}} in the API)")
+
+
+def _write_sizes(model: onnx.ModelProto, bound: Mapping[str, int], expressions: Mapping[str, DimExpr | None]) -> None:
+    """Write the size of every dim that has one (:func:`_size_of`) as its ``dim_value`` on the model's
+    non-initializer inputs, outputs and value_info (in place)."""
     resolved: dict[str, int | None] = {}
-
-    def size_of(key: str) -> int | None:
-        if key in bound:
-            size = bound[key]
-            expression = expressions.get(key) if key in expressions else parse_dim_expression(key)
-            if expression is not None and all(p in bound for p in expression.names):
-                computed = expression.evaluate(bound)
-                if computed != size:
-                    raise DimsError(
-                        f"--dim '{key}'={size} contradicts its parts: {key} = {computed} with the bound dims"
-                    )
-            return size
-        if key not in resolved:
-            expression = expressions[key] if key in expressions else parse_dim_expression(key)
-            known = expression is not None and all(p in bound for p in expression.names)
-            resolved[key] = expression.evaluate(bound) if known else None
-        return resolved[key]
-
     initializers = {t.name for t in model.graph.initializer}
     for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
         if value.name in initializers or not value.type.HasField("tensor_type"):
             continue
         for axis, dim in enumerate(value.type.tensor_type.shape.dim):
             key = _dim_key(value, axis, dim)
-            size = None if key is None else size_of(key)
+            size = None if key is None else _size_of(key, bound, expressions, resolved)
             if size is not None:
                 dim.Clear()
                 dim.dim_value = size
-    _bind_values(model, values)
-    return bound, warnings
+
+
+def _size_of(
+    key: str,
+    bound: Mapping[str, int],
+    expressions: Mapping[str, DimExpr | None],
+    resolved: dict[str, int | None],
+) -> int | None:
+    """The size of dim ``key``: its binding (which must equal its expression's value when every part is bound),
+    else its expression computed from the bound dims (memoized in ``resolved``), else None (left symbolic)."""
+    if key in bound:
+        size = bound[key]
+        expression = expressions[key] if key in expressions else parse_dim_expression(key)
+        if expression is not None and all(p in bound for p in expression.names):
+            computed = expression.evaluate(bound)
+            if computed != size:
+                raise DimsError(f"--dim '{key}'={size} contradicts its parts: {key} = {computed} with the bound dims")
+        return size
+    if key not in resolved:
+        expression = expressions[key] if key in expressions else parse_dim_expression(key)
+        known = expression is not None and all(p in bound for p in expression.names)
+        resolved[key] = expression.evaluate(bound) if known else None
+    return resolved[key]

@@ -269,37 +269,70 @@ def _propagate_graph(
     opsets: Sequence,
     ir_version: int,
 ) -> int:
+    """Propagate shapes through ``graph``'s nodes in topological order (see :func:`propagate_fallback`): a node
+    with bodies has them inferred, any other has its unshaped outputs filled, then the small values it yields are
+    tracked. Returns how many types were filled."""
     filled = 0
     nodes = list(graph.node)
     versions = {normalize_domain(o.domain): o.version for o in opsets}
     for index in topological_order(nodes) if order is None else order:
         node = nodes[index]
-        domain = normalize_domain(node.domain)
-        outputs = [o for o in node.output if o]
         if has_bodies(node):
             filled += _infer_bodies(node, types, known, opsets, ir_version)
             continue
+        domain = normalize_domain(node.domain)
+        outputs = [o for o in node.output if o]
         if not all(is_static(types.get(o)) for o in outputs):
-            for name, type_proto in node_outputs(node, domain, types, known, opsets, versions).items():
-                if name and not is_static(types.get(name)) and type_proto is not None:
-                    types[name] = type_proto
-                    filled += 1
-        if domain or node.op_type in NONDETERMINISTIC_OPS or any(o in known for o in outputs):
-            continue
-        if node.op_type in ("Shape", "Size"):
-            known.update(_shape_values_of(node, types))
-        elif node.op_type == "Constant":
-            array = _constant_value(node)
-            if array is not None:
-                known[outputs[0]] = array
-        elif (
-            node.op_type not in _MAY_GROW
-            and all(n in known for n in node.input if n)
-            and any(n for n in node.input)
-            and all(_small_int_or_static(types.get(o)) for o in outputs)
-        ):
-            known.update(_evaluate_node(node, known, opsets, ir_version))
+            filled += _fill_outputs(node, domain, types, known, opsets, versions)
+        if not domain:
+            _track_values(node, outputs, types, known, opsets, ir_version)
     return filled
+
+
+def _fill_outputs(
+    node: onnx.NodeProto,
+    domain: str,
+    types: dict[str, onnx.TypeProto],
+    known: Mapping[str, np.ndarray],
+    opsets: Sequence,
+    versions: Mapping[str, int],
+) -> int:
+    """Write the output types :func:`node_outputs` finds for ``node`` where its outputs lack a static shape;
+    returns how many were written."""
+    filled = 0
+    for name, type_proto in node_outputs(node, domain, types, known, opsets, versions).items():
+        if name and not is_static(types.get(name)) and type_proto is not None:
+            types[name] = type_proto
+            filled += 1
+    return filled
+
+
+def _track_values(
+    node: onnx.NodeProto,
+    outputs: Sequence[str],
+    types: Mapping[str, onnx.TypeProto],
+    known: dict[str, np.ndarray],
+    opsets: Sequence,
+    ir_version: int,
+) -> None:
+    """Add the small values a default-domain ``node`` yields to ``known``: ``Shape``/``Size`` of a static tensor,
+    a ``Constant``'s value, or the outputs of a deterministic node whose inputs are all known and whose outputs
+    are small (evaluated with the ONNX reference evaluator)."""
+    if node.op_type in NONDETERMINISTIC_OPS or any(o in known for o in outputs):
+        return
+    if node.op_type in ("Shape", "Size"):
+        known.update(_shape_values_of(node, types))
+    elif node.op_type == "Constant":
+        array = _constant_value(node)
+        if array is not None:
+            known[outputs[0]] = array
+    elif (
+        node.op_type not in _MAY_GROW
+        and all(n in known for n in node.input if n)
+        and any(n for n in node.input)
+        and all(_small_int_or_static(types.get(o)) for o in outputs)
+    ):
+        known.update(_evaluate_node(node, known, opsets, ir_version))
 
 
 def _infer_bodies(

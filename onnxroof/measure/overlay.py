@@ -143,7 +143,34 @@ def read_profile(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def check_profile(document: Any, label: str) -> None:
-    """Raise :class:`OnnxroofError` naming the first field of ``document`` that a profile document cannot have."""
+    """Raise :class:`OnnxroofError` naming the first field of ``document`` that a profile document cannot have.
+
+    In order: the header (:func:`_check_header`), the model, fusion profile, dims and platform, each row
+    (:func:`_check_row`), the unmeasured kernels, and the end-to-end time."""
+    _check_header(document, label)
+    for key in ("model", "fusion_profile"):
+        _expect(document, key, str, "a string", label)
+    dims = _expect(document, "dims", dict, "an object", label)
+    for name, value in dims.items():
+        if not _is_int(value):
+            raise _fail(label, f"dims.{name}", f"expected an integer, got {_show(value)}")
+    platform = _expect(document, "platform", dict, "an object", label)
+    _expect(platform, "name", str, "a string", label, "platform.")
+    rows = _expect(document, "rows", list, "a list", label)
+    for index, row in enumerate(rows):
+        _check_row(row, f"rows[{index}]", label)
+    for index, item in enumerate(document.get("unmeasured_kernels") or []):
+        where = f"unmeasured_kernels[{index}]"
+        if not isinstance(item, dict):
+            raise _fail(label, where, f"expected an object, got {_show(item)}")
+        for key in ("name", "op_type"):
+            _expect(item, key, str, "a string", label, f"{where}.")
+    _check_end_to_end(document.get("end_to_end"), label)
+
+
+def _check_header(document: Any, label: str) -> None:
+    """That ``document`` is an object of the profile ``kind`` with ``rows`` (a report JSON is told apart) and a
+    ``schema`` version this onnxroof reads (1 to :data:`PROFILE_SCHEMA`; absent means the current one)."""
     if not isinstance(document, dict):
         raise _fail(label, "", f"not a profile JSON: the top level is a {type(document).__name__}, not an object")
     kind = document.get("kind")
@@ -157,41 +184,33 @@ def check_profile(document: Any, label: str) -> None:
         raise _fail(label, "schema", f"expected a positive integer, got {_show(schema)}")
     if schema > PROFILE_SCHEMA:
         raise _fail(label, "schema", f"version {schema} is newer than this onnxroof reads ({PROFILE_SCHEMA})")
-    for key in ("model", "fusion_profile"):
-        _expect(document, key, str, "a string", label)
-    dims = _expect(document, "dims", dict, "an object", label)
-    for name, value in dims.items():
-        if not _is_int(value):
-            raise _fail(label, f"dims.{name}", f"expected an integer, got {_show(value)}")
-    platform = _expect(document, "platform", dict, "an object", label)
-    _expect(platform, "name", str, "a string", label, "platform.")
-    rows = _expect(document, "rows", list, "a list", label)
-    for index, row in enumerate(rows):
-        where = f"rows[{index}]"
-        if not isinstance(row, dict):
-            raise _fail(label, where, f"expected an object, got {_show(row)}")
-        for key in ("kernels", "op_types", "ort_nodes"):
-            _strings(_expect(row, key, list, "a list", label, f"{where}."), label, f"{where}.{key}")
-        if not row["kernels"]:
-            raise _fail(label, f"{where}.kernels", "expected at least one kernel id")
-        measured = row.get("measured_s")
-        if not _is_number(measured) or not math.isfinite(measured) or measured < 0:
-            raise _fail(label, f"{where}.measured_s", f"expected a number ≥ 0, got {_show(measured)}")
-        if "ort_op_types" in row:
-            _strings(_expect(row, "ort_op_types", list, "a list", label, f"{where}."), label, f"{where}.ort_op_types")
-    for index, item in enumerate(document.get("unmeasured_kernels") or []):
-        where = f"unmeasured_kernels[{index}]"
-        if not isinstance(item, dict):
-            raise _fail(label, where, f"expected an object, got {_show(item)}")
-        for key in ("name", "op_type"):
-            _expect(item, key, str, "a string", label, f"{where}.")
-    end_to_end = document.get("end_to_end")
-    if end_to_end is not None:
-        if not isinstance(end_to_end, dict):
-            raise _fail(label, "end_to_end", f"expected an object, got {_show(end_to_end)}")
-        value = end_to_end.get("measured_s")
-        if value is not None and not _is_number(value):
-            raise _fail(label, "end_to_end.measured_s", f"expected a number, got {_show(value)}")
+
+
+def _check_row(row: Any, where: str, label: str) -> None:
+    """That a row (at ``where``) is an object with lists of strings ``kernels`` (at least one), ``op_types``,
+    ``ort_nodes`` (and ``ort_op_types`` when present) and a finite ``measured_s`` ≥ 0."""
+    if not isinstance(row, dict):
+        raise _fail(label, where, f"expected an object, got {_show(row)}")
+    for key in ("kernels", "op_types", "ort_nodes"):
+        _strings(_expect(row, key, list, "a list", label, f"{where}."), label, f"{where}.{key}")
+    if not row["kernels"]:
+        raise _fail(label, f"{where}.kernels", "expected at least one kernel id")
+    measured = row.get("measured_s")
+    if not _is_number(measured) or not math.isfinite(measured) or measured < 0:
+        raise _fail(label, f"{where}.measured_s", f"expected a number ≥ 0, got {_show(measured)}")
+    if "ort_op_types" in row:
+        _strings(_expect(row, "ort_op_types", list, "a list", label, f"{where}."), label, f"{where}.ort_op_types")
+
+
+def _check_end_to_end(end_to_end: Any, label: str) -> None:
+    """That the optional ``end_to_end`` section is an object whose ``measured_s``, when present, is a number."""
+    if end_to_end is None:
+        return
+    if not isinstance(end_to_end, dict):
+        raise _fail(label, "end_to_end", f"expected an object, got {_show(end_to_end)}")
+    value = end_to_end.get("measured_s")
+    if value is not None and not _is_number(value):
+        raise _fail(label, "end_to_end.measured_s", f"expected a number, got {_show(value)}")
 
 
 # ---------------------------------------------------------------------------------------------- matching

@@ -58,16 +58,32 @@ def render_diff_console(
 
 
 def _render_diff_tables(diff: ModelDiff, console: Console, top: int) -> None:
-    latency = diff.latency
-    console.print(
-        Text.assemble(
-            ("Predicted latency ", "bold"),
-            f"{seconds(latency.old)} → {seconds(latency.new)}  ",
-            (_signed(latency), "bold red" if latency.change > 0 and latency.changed else "bold green"),
-            f"  on {diff.platform}" if diff.platform else "",
-        )
-    )
+    """The predicted latency change, the two sources, the totals, the op types that changed, then the kernels
+    added, removed and changed (the ``top`` largest latency changes)."""
+    console.print(_latency_line(diff))
     console.print(Text(f"old: {diff.old}\nnew: {diff.new}", style="dim"))
+    console.print(_totals_table(diff))
+    if diff.op_types or diff.op_type_counts:
+        console.print(_op_types_table(diff))
+    if not diff.kernels_compared:
+        console.print(Text("Kernels: not compared (the baseline holds totals only)", style="dim"))
+        return
+    _print_kernel_changes(diff, console, top)
+
+
+def _latency_line(diff: ModelDiff) -> Text:
+    """``Predicted latency old → new  change  on PLATFORM``, the change red when slower, green otherwise."""
+    latency = diff.latency
+    return Text.assemble(
+        ("Predicted latency ", "bold"),
+        f"{seconds(latency.old)} → {seconds(latency.new)}  ",
+        (_signed(latency), "bold red" if latency.change > 0 and latency.changed else "bold green"),
+        f"  on {diff.platform}" if diff.platform else "",
+    )
+
+
+def _totals_table(diff: ModelDiff) -> Table:
+    """Each total's old and new value and its signed change."""
     table = Table(title="Totals", box=box.SIMPLE_HEAD, title_justify="left")
     for name, justify in (("figure", "left"), ("old", "right"), ("new", "right"), ("change", "right")):
         table.add_column(name, justify=justify, no_wrap=True)
@@ -75,28 +91,32 @@ def _render_diff_tables(diff: ModelDiff, console: Console, top: int) -> None:
         table.add_row(
             delta.name, format_value(delta.old, delta.kind), format_value(delta.new, delta.kind), _signed(delta)
         )
-    console.print(table)
-    if diff.op_types or diff.op_type_counts:
-        ops = Table(title="Op types that changed", box=box.SIMPLE_HEAD, title_justify="left")
-        for name, justify in (("op type", "left"), ("count", "right"), ("time", "right"), ("change", "right")):
-            ops.add_column(name, justify=justify, no_wrap=True)
-        counts = {d.name: d for d in diff.op_type_counts}
-        latencies = {d.name: d for d in diff.op_types}
-        for name in sorted(
-            set(counts) | set(latencies), key=lambda n: -abs(latencies[n].change) if n in latencies else 0
-        ):
-            count = counts.get(name)
-            time = latencies.get(name)
-            ops.add_row(
-                Text(name),
-                f"{count.old:g} → {count.new:g}" if count else "=",
-                f"{seconds(time.old)} → {seconds(time.new)}" if time else "=",
-                _signed(time) if time else "=",
-            )
-        console.print(ops)
-    if not diff.kernels_compared:
-        console.print(Text("Kernels: not compared (the baseline holds totals only)", style="dim"))
-        return
+    return table
+
+
+def _op_types_table(diff: ModelDiff) -> Table:
+    """The op types whose count or time changed, largest time change first: count and time old → new and the
+    time's signed change (``=`` where one did not change)."""
+    ops = Table(title="Op types that changed", box=box.SIMPLE_HEAD, title_justify="left")
+    for name, justify in (("op type", "left"), ("count", "right"), ("time", "right"), ("change", "right")):
+        ops.add_column(name, justify=justify, no_wrap=True)
+    counts = {d.name: d for d in diff.op_type_counts}
+    latencies = {d.name: d for d in diff.op_types}
+    for name in sorted(set(counts) | set(latencies), key=lambda n: -abs(latencies[n].change) if n in latencies else 0):
+        count = counts.get(name)
+        time = latencies.get(name)
+        ops.add_row(
+            Text(name),
+            f"{count.old:g} → {count.new:g}" if count else "=",
+            f"{seconds(time.old)} → {seconds(time.new)}" if time else "=",
+            _signed(time) if time else "=",
+        )
+    return ops
+
+
+def _print_kernel_changes(diff: ModelDiff, console: Console, top: int) -> None:
+    """How many kernels were added, removed and changed, then the ``top`` of them by the size of their latency
+    change, and how many more there are."""
     console.print(
         Text(
             f"Kernels: {len(diff.kernels_added)} added, {len(diff.kernels_removed)} removed, "

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -62,6 +64,15 @@ def _finite(value):  # pragma: no cover - json.dumps only calls it for non-JSON 
 
 def render_profile(result, console: Console, top: int = 20) -> None:
     """The terminal view of a :class:`onnxroof.measure.profile.profiler.ProfileResult`."""
+    console.print(_profile_summary(result))
+    console.print(_profile_rows(result, top, wide=console.width >= 130))
+    _print_leftovers(result, console)
+    console.print("[bold]Factors[/] " + "; ".join(_factor_parts(result.factors)), highlight=False)
+
+
+def _profile_summary(result) -> Table:
+    """The heading grid: model, platform, predicted = Σ kernels + per-run overhead, measured, their ratio, and
+    the per-row agreement (Spearman rank correlation)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -85,15 +96,18 @@ def render_profile(result, console: Console, top: int = 20) -> None:
         f"Σ profiled node times {seconds(result.measured_kernels_s)} over {result.profiled_runs} runs; "
         f"Spearman rank correlation per row {_rho(result.spearman)} ({len(result.rows)} rows)",
     )
-    console.print(grid)
+    return grid
 
+
+def _profile_rows(result, top: int, wide: bool) -> Table:
+    """The ``top`` rows by measured time, predicted beside measured; a ``wide`` console also shows the
+    onnxruntime nodes, the intensity, the memory level of the bound and the achieved throughput."""
     rows = sorted(result.rows, key=lambda r: -r.measured_s)[:top]
     table = Table(
         title=f"Predicted vs measured, top {len(rows)} of {len(result.rows)} by measured time",
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
-    wide = console.width >= 130
     columns = [("kernels", "left"), ("ops", "left")]
     columns += [("onnxruntime node", "left")] if wide else []
     columns += [("bound", "left")] + ([("FLOP/B", "right")] if wide else [])
@@ -122,8 +136,12 @@ def render_profile(result, console: Console, top: int = 20) -> None:
             "achieved": si(row.achieved_flops, "FLOP/s"),
         }
         table.add_row(*(cells[name] for name, _ in columns))
-    console.print(table)
+    return table
 
+
+def _print_leftovers(result, console: Console) -> None:
+    """The explained largest misses, the onnxruntime nodes with no onnxroof kernel and the onnxroof kernels
+    onnxruntime never ran, each list under its heading when it has entries."""
     misses = [r for r in result.misses() if r.explanation]
     if misses:
         console.print("[bold]Largest misses[/]")
@@ -145,7 +163,10 @@ def render_profile(result, console: Console, top: int = 20) -> None:
                 markup=False,
                 highlight=False,
             )
-    factors = result.factors
+
+
+def _factor_parts(factors: Mapping[str, Any]) -> list[str]:
+    """The factors the prediction used, as text: the overheads, the cache levels and the efficiencies."""
     parts = [
         f"per-kernel overhead {seconds(factors['launch_overhead_s'])}",
         f"per-run overhead {seconds(factors['run_overhead_s'])}",
@@ -161,7 +182,7 @@ def render_profile(result, console: Console, top: int = 20) -> None:
         )
     if factors["efficiency"]:
         parts.append("efficiency " + ", ".join(f"{k} {v:.2g}" for k, v in factors["efficiency"].items()))
-    console.print("[bold]Factors[/] " + "; ".join(parts), highlight=False)
+    return parts
 
 
 def _ratio(value: float) -> str:

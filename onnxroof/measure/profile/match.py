@@ -79,30 +79,11 @@ def match_kernels(
     if missing_ids:
         warnings.append(f"{len(missing_ids)} kernel node id(s) not found in the model file (first: {min(missing_ids)})")
 
-    times: dict[str, float] = defaultdict(float)
     by_name: dict[str, list[OptimizedNode]] = defaultdict(list)
     for node in mapping.nodes:
         by_name[node.name].append(node)
-    unmatched: list[Unmatched] = []
-    for name, seconds in node_times.items():
-        if name in by_name:
-            times[name] += seconds
-        elif name in mapping.subgraph_parent:
-            times[mapping.subgraph_parent[name]] += seconds
-        else:
-            unmatched.append(Unmatched(name, node_types.get(name, ""), seconds, "not in the optimized graph"))
-
-    components = _Components()
-    node_kernels: dict[str, set[str]] = defaultdict(set)
-    for name, group in by_name.items():
-        for node in group:
-            for index in node.original:
-                kernel = kernel_of.get(ids[index])
-                if kernel is not None:
-                    node_kernels[name].add(kernel)
-    for name, kernels in node_kernels.items():
-        for kernel in kernels:
-            components.union(f"ort:{name}", f"k:{kernel}")
+    times, unmatched = _ort_node_times(by_name, mapping, node_times, node_types)
+    node_kernels = _kernels_of_ort_nodes(by_name, ids, kernel_of)
     for name, group in by_name.items():
         if name in node_kernels:
             continue
@@ -112,6 +93,64 @@ def match_kernels(
         reason = _unmatched_reason(group, original, ids, costed)
         unmatched.append(Unmatched(name, group[0].op_type, seconds, reason))
 
+    groups = _groups(analysis, node_kernels, by_name, times)
+    in_groups = {k for g in groups for k in g.kernels}
+    return Matching(
+        groups=tuple(groups),
+        unmatched_ort=tuple(sorted(unmatched, key=lambda u: -u.seconds)),
+        unmatched_kernels=tuple(k.id for k in analysis.kernels if k.id not in in_groups),
+        warnings=tuple(warnings),
+    )
+
+
+def _ort_node_times(
+    by_name: Mapping[str, list[OptimizedNode]],
+    mapping: NodeMapping,
+    node_times: Mapping[str, float],
+    node_types: Mapping[str, str],
+) -> tuple[dict[str, float], list[Unmatched]]:
+    """The measured seconds per run of each optimized node (a node inside a body counts towards its control-flow
+    parent), and the profiled nodes that are not in the optimized graph at all."""
+    times: dict[str, float] = defaultdict(float)
+    unmatched: list[Unmatched] = []
+    for name, seconds in node_times.items():
+        if name in by_name:
+            times[name] += seconds
+        elif name in mapping.subgraph_parent:
+            times[mapping.subgraph_parent[name]] += seconds
+        else:
+            unmatched.append(Unmatched(name, node_types.get(name, ""), seconds, "not in the optimized graph"))
+    return times, unmatched
+
+
+def _kernels_of_ort_nodes(
+    by_name: Mapping[str, list[OptimizedNode]], ids: Sequence[str], kernel_of: Mapping[str, str]
+) -> dict[str, set[str]]:
+    """Optimized node name -> the ids of the kernels that run one of its original nodes (names with none left
+    out)."""
+    node_kernels: dict[str, set[str]] = defaultdict(set)
+    for name, group in by_name.items():
+        for node in group:
+            for index in node.original:
+                kernel = kernel_of.get(ids[index])
+                if kernel is not None:
+                    node_kernels[name].add(kernel)
+    return node_kernels
+
+
+def _groups(
+    analysis,
+    node_kernels: Mapping[str, set[str]],
+    by_name: Mapping[str, list[OptimizedNode]],
+    times: Mapping[str, float],
+) -> list[Group]:
+    """The compared rows: the connected components of "shares an original node" over kernels and optimized nodes
+    (union-find), each with its kernels in the analysis' order, its nodes sorted and Σ their measured times;
+    rows in the order of their first kernel."""
+    components = _Components()
+    for name, kernels in node_kernels.items():
+        for kernel in kernels:
+            components.union(f"ort:{name}", f"k:{kernel}")
     members: dict[str, tuple[list[str], list[str]]] = {}
     for name in node_kernels:
         members.setdefault(components.find(f"ort:{name}"), ([], []))[1].append(name)
@@ -131,13 +170,7 @@ def match_kernels(
     ]
     order = {kernel.id: position for position, kernel in enumerate(analysis.kernels)}
     groups.sort(key=lambda g: order[g.kernels[0]])
-    in_groups = {k for g in groups for k in g.kernels}
-    return Matching(
-        groups=tuple(groups),
-        unmatched_ort=tuple(sorted(unmatched, key=lambda u: -u.seconds)),
-        unmatched_kernels=tuple(k.id for k in analysis.kernels if k.id not in in_groups),
-        warnings=tuple(warnings),
-    )
+    return groups
 
 
 def _unmatched_reason(
