@@ -20,7 +20,7 @@ from typing import Any
 import networkx as nx
 import onnx
 
-from onnxroof.analysis.grouping import array_utilization, build_kernels, channels_of, cold_weight_bytes
+from onnxroof.analysis.grouping import array_utilization, build_kernels, cold_weight_bytes
 from onnxroof.analysis.liveness import peak_activation_memory
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import (
@@ -34,19 +34,21 @@ from onnxroof.analysis.whatif import (
 )
 from onnxroof.core.cost import merge_weights
 from onnxroof.core.errors import StrictError
-from onnxroof.core.index import GraphIndex, graph_index
+from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_ir
 from onnxroof.core.states import NodeState, Role, RuleKind
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import cost_node
 from onnxroof.costing.node import op_key as _op_key
+from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.fuse import Miss
 from onnxroof.fusion.patterns import graph_captured
 from onnxroof.load.reader import load_model
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import op_class, precision_of, resolve_precision
+from onnxroof.roofline.classify import precision_of, resolve_precision
 from onnxroof.roofline.kernels import KernelResult, Placement, filled, node_points
+from onnxroof.rules import REGISTRY
 
 
 def _shape_text(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
@@ -260,7 +262,12 @@ def _analyze(
     loaded = load_model(model, dims, shapes)
     density_map = tensor_densities(loaded.model.graph, plan)
     ir = build_ir(
-        loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order, tied=loaded.tied
+        loaded.model,
+        loaded.value_types,
+        make_restate(plan, density_map),
+        order=loaded.order,
+        tied=loaded.tied,
+        view_ops=REGISTRY.view_ops,
     )
     loaded = replace(loaded, value_types=MappingProxyType({}))  # the IR holds the shapes: free ~170 B a tensor
     warnings = list(loaded.warnings) + whatif_warnings(plan, target)
@@ -309,7 +316,7 @@ def _analyze(
         fusion_misses=misses,
         ir=ir,
         whatif=plan,
-        index=graph_index(ir),
+        index=ir.index,
     )
 
 
@@ -352,9 +359,9 @@ def _cost_nodes(
         key = (op.op_type, op.domain)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = op_class(op.op_type, op.domain)
+            cls = classes[key] = REGISTRY.op_class(op.domain, op.op_type)
         if cls == "conv":  # only a Conv's class depends on the node: depthwise (op_class)
-            cls = op_class(op.op_type, op.domain, op.attrs, channels_of(op))
+            cls = op_class(op, REGISTRY)
         point = place(
             cost,
             used,
@@ -406,7 +413,7 @@ def _branch_warnings(ir: ModelIR, node_costs: list[NodeCost]) -> list[str]:
 
 
 def _shape_warnings(ir: ModelIR, results: list[NodeResult]) -> list[str]:
-    producer = graph_index(ir).producer
+    producer = ir.index.producer
     warnings = []
     for result in results:
         if result.state == NodeState.UNKNOWN_SHAPE:

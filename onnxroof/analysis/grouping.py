@@ -8,9 +8,10 @@ from onnxroof.core.ir import ModelIR
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.fusion.fuse import Kernel, Miss, fuse
 from onnxroof.fusion.graph import FusionGraph
+from onnxroof.fusion.opclass import kernel_op_class
 from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import kernel_op_class, resolve_precision
+from onnxroof.roofline.classify import resolve_precision
 from onnxroof.roofline.kernels import KernelResult, kernel_points, place_kernel
 from onnxroof.roofline.pe_array import first_gemm_shape, utilization
 
@@ -28,7 +29,7 @@ def build_kernels(
     ``results`` and ``node_costs``: one per op of ``ir``, in the order of ``ir.ops``.
 
     A kernel computes at its anchor's precision (a QDQ kernel at int8: :func:`kernel_precision`) and takes the
-    efficiency class of the op the runtime runs for it (:func:`onnxroof.roofline.classify.kernel_op_class`); it launches
+    efficiency class of the op the runtime runs for it (:func:`onnxroof.fusion.opclass.kernel_op_class`); it launches
     once, except a lone control-flow node, which launches its body's kernels each iteration. ``cold_per_param``
     bytes per weight element come from DRAM even on a platform with cache levels (weights evicted between runs;
     see :func:`cold_weight_bytes`).

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onnxroof.core.index import graph_index
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.states import Role
 
@@ -36,7 +35,7 @@ def peak_activation_memory(ir: ModelIR) -> PeakMemory:
     states, so the float sums are the same to the last bit. A tensor that owns its buffer (a graph input, the
     output of an op that is not a view) has a size; a view's output is in ``alias``, naming the buffer it shares.
     """
-    views = graph_index(ir).views
+    views = ir.index.views
     alias: dict[str, str] = {}
     size: dict[str, float] = {}
     unknown = 0
