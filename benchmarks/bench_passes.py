@@ -43,6 +43,7 @@ from onnxroof.costing.node import cost_node
 from onnxroof.fusion.fuse import fuse
 from onnxroof.fusion.patterns import PROFILES
 from onnxroof.load.reader import load_model
+from onnxroof.rules import REGISTRY
 
 
 def timed(work: Callable[[], object], repeats: int) -> list[float]:
@@ -89,7 +90,7 @@ def fan_in_graph(fan_in: int):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
     )
     loaded = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
-    ir = build_ir(loaded.model, loaded.value_types, order=loaded.order)
+    ir = build_ir(loaded.model, loaded.value_types, order=loaded.order, view_ops=REGISTRY.view_ops)
     return ir, {op.id: cost_node(op, ir, loaded.model.graph) for op in ir.ops}
 
 
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         llama = build_llama_shaped(tmp / "llama.onnx")
 
         loaded = load_model(llama, {"batch": 1, "seq": 128})
-        ir = build_ir(loaded.model, loaded.value_types)
+        ir = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops)
         costs = {op.id: cost_node(op, ir, loaded.model.graph) for op in ir.ops}
         for profile in PROFILES:
             times = timed(lambda p=profile: fuse(ir, costs, p), args.repeats)
@@ -127,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             _line(
                 "build_ir 7B (seq=2048)",
-                timed(lambda: build_ir(big.model, big.value_types, order=big.order), args.repeats),
+                timed(
+                    lambda: build_ir(big.model, big.value_types, order=big.order, view_ops=REGISTRY.view_ops),
+                    args.repeats,
+                ),
                 "with the loader's order",
             )
         )

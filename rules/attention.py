@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.ir import OpView, TensorInfo
-from onnxroof.core.registry import family_rule
-from onnxroof.core.states import RuleStatus
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass, RuleStatus
 from onnxroof.rules._common import inputs_bytes, nbytes, outputs_bytes, required_input, shape_of
 
-rule = family_rule("attention")
+FAMILY = Family("attention", OpClass.OTHER)
+rule = FAMILY.rule
 
 MS = "com.microsoft"
 SOFTMAX_PER_SCORE = 5  # max, subtract, exp, sum, divide

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
-from onnxroof.core.states import RuleStatus
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass, RuleStatus
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, shape_of
 from onnxroof.rules.attention import Heads, attention_core, dim, static_dim, with_bytes
 
-rule = family_rule("attention")
+FAMILY = Family("attention", OpClass.OTHER)
+rule = FAMILY.rule
 
 MS = "com.microsoft"
 

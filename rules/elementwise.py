@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass
 from onnxroof.rules._common import out_numel, streaming
 
 _BYTES_DOC = (
@@ -28,7 +29,8 @@ _BYTES_DOC = (
     "element); write the output."
 )
 
-rule = family_rule("elementwise")
+FAMILY = Family("elementwise", OpClass.ELEMENTWISE)
+rule = FAMILY.rule
 
 # op_type: (FLOPs per output element, the defining formula with its operations counted)
 _ONE_OP = "one operation per output element"
@@ -111,6 +113,17 @@ CONTRIB_TABLE: dict[str, tuple[int, str]] = {
     "QuickGelu": (6, "x · sigmoid(α·x): 1 multiply + Sigmoid's 4 + 1 multiply"),
 }
 
+#: The table rows that are transcendental or fused activations: class ``activation``, not the family's ``elementwise``
+#: (runtimes evaluate them with polynomial approximations, far from the one-op rate of Add or Relu).
+ACTIVATIONS = frozenset(
+    {
+        *("Pow", "Sqrt", "Reciprocal", "Exp", "Log", "Erf", "Tanh", "Sigmoid"),
+        *("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"),
+        *("Elu", "Selu", "Celu", "HardSwish", "Softplus", "Softsign", "Mish", "Swish"),
+        *CONTRIB_TABLE,
+    }
+)
+
 _GELU_ERF_FLOPS = 5  # 0.5·x·(1 + erf(x/√2)): divide, erf, add, multiply by x, multiply by 0.5
 _GELU_TANH_FLOPS = 9  # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x·x·x))): see gelu's docstring
 
@@ -118,7 +131,9 @@ _FLT_MAX = 3.4028234663852886e38  # Clip-1/6's schema default bounds are ±FLT_M
 
 
 def _per_element(op_type: str, flops_per_element: int, formula: str, domain: str = "") -> None:
-    """Register the rule ``FLOPs = flops_per_element · N_out`` for ``op_type`` with a generated docstring."""
+    """Declare the rule ``FLOPs = flops_per_element · N_out`` for ``op_type`` with a generated docstring (class
+    ``activation`` for the op types in :data:`ACTIVATIONS`, else the family's ``elementwise``)."""
+    op_class = OpClass.ACTIVATION if op_type in ACTIVATIONS else OpClass.ELEMENTWISE
 
     def cost(op: OpView) -> Cost:
         return streaming(op, flops_per_element * out_numel(op))
@@ -131,7 +146,7 @@ def _per_element(op_type: str, flops_per_element: int, formula: str, domain: str
     Assumptions: operations counted per the module's rules (each transcendental = 1, a branch's compare
     counted, the select free); broadcasting costs per output element, not per input element.
     """
-    rule(op_type, domain=domain)(cost)
+    rule(op_type, domain=domain, op_class=op_class)(cost)
 
 
 for _op_type, (_k, _formula) in ELEMENTWISE_TABLE.items():
@@ -140,7 +155,7 @@ for _op_type, (_k, _formula) in CONTRIB_TABLE.items():
     _per_element(_op_type, _k, _formula, domain="com.microsoft")
 
 
-@rule("Gelu")
+@rule("Gelu", op_class=OpClass.ACTIVATION)
 def gelu(op: OpView) -> Cost:
     """ai.onnx::Gelu (opset 20), elementwise, in either form of its ``approximate`` attribute.
 
@@ -157,7 +172,7 @@ def gelu(op: OpView) -> Cost:
     return streaming(op, k * out_numel(op))
 
 
-@rule("FastGelu", domain="com.microsoft")
+@rule("FastGelu", domain="com.microsoft", op_class=OpClass.ACTIVATION)
 def fast_gelu(op: OpView) -> Cost:
     """com.microsoft::FastGelu: the tanh approximation of Gelu, with an optional fused bias.
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
-from onnxroof.core.states import RuleStatus
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass, RuleStatus
 from onnxroof.rules._common import out_numel, outputs_bytes
 
-rule = family_rule("generators")
+FAMILY = Family("generators", OpClass.OTHER)
+rule = FAMILY.rule
 
 RANDOM_FLOPS_PER_ELEMENT = 2
 """The affine map of one random draw: low + (high − low)·u, or mean + scale·z (1 multiply, 1 add)."""

@@ -8,8 +8,8 @@ import math
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
-from onnxroof.core.states import RuleStatus
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass, RuleStatus
 from onnxroof.rules._common import (
     inputs_bytes,
     nbytes,
@@ -21,7 +21,8 @@ from onnxroof.rules._common import (
     streaming,
 )
 
-rule = family_rule("indexing")
+FAMILY = Family("indexing", OpClass.INDEXING)
+rule = FAMILY.rule
 
 IOU_FLOPS = 13
 """FLOPs of one IoU test between two corner boxes whose areas are known: 2 max + 2 min for the

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView, TensorInfo
-from onnxroof.core.registry import family_rule
-from onnxroof.core.registry import rule as base_rule
-from onnxroof.core.states import RuleStatus
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass, RuleStatus
 from onnxroof.rules._common import inputs_bytes, nbytes, out_numel, outputs_bytes, required_input, shape_of
 
-rule = family_rule("matmul")
+FAMILY = Family("matmul", OpClass.MATMUL)
+rule = FAMILY.rule
 
 MS = "com.microsoft"
 DEQUANTIZE = 2  # (q − zp) · scale
@@ -84,7 +84,7 @@ def _gbq_params(op: OpView) -> dict[int, float]:
     return {0: logical_elements(required_input(op, 0), int(op.attrs.get("bits", 4))), 2: 0.0, 3: 0.0}
 
 
-@base_rule("GatherBlockQuantized", domain=MS, family="indexing", params=_gbq_params)
+@rule("GatherBlockQuantized", domain=MS, family="indexing", op_class=OpClass.INDEXING, params=_gbq_params)
 def gather_block_quantized(op: OpView) -> Cost:
     """com.microsoft::GatherBlockQuantized: gather slices of a block-quantized table and dequantize them.
 

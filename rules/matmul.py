@@ -12,7 +12,8 @@ import string
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass
 from onnxroof.rules._common import (
     checked_gemm_shape,
     inputs_bytes,
@@ -22,7 +23,9 @@ from onnxroof.rules._common import (
     shape_of,
 )
 
-rule = family_rule("matmul")
+FAMILY = Family("matmul", OpClass.MATMUL)
+rule = FAMILY.rule
+FAMILY.classes("FusedMatMul", "FusedGemm", domain="com.microsoft")  # ONNX Runtime's fused ops: no rule (unsupported)
 
 
 def matmul_macs(op: OpView) -> int:

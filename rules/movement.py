@@ -10,11 +10,12 @@ import math
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ModelError
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
-from onnxroof.core.states import RuleKind
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass, RuleKind
 from onnxroof.rules._common import outputs_bytes, required_input, required_output, shape_of, streaming
 
-rule = family_rule("movement")
+FAMILY = Family("movement", OpClass.MOVEMENT)
+rule = FAMILY.rule
 
 
 @rule("Reshape", "Squeeze", "Unsqueeze", kind=RuleKind.VIEW, config_inputs=(1,))

@@ -15,10 +15,13 @@ import math
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass
 from onnxroof.rules._common import normalize_axis, required_input, shape_of, streaming
 
-rule = family_rule("normalization")
+FAMILY = Family("normalization", OpClass.NORMALIZATION)
+rule = FAMILY.rule
+FAMILY.classes("MeanVarianceNormalization")  # costed through its ONNX function body
 
 MS = "com.microsoft"
 
@@ -46,7 +49,7 @@ def _bn_training(op: OpView) -> bool:
     return any(t is not None for t in op.outputs[1:])
 
 
-@rule("BatchNormalization")
+@rule("BatchNormalization", op_class=OpClass.ELEMENTWISE)  # at inference a per-channel scale and shift
 def batch_normalization(op: OpView) -> Cost:
     """ai.onnx::BatchNormalization. y = (x − mean) / sqrt(var + ε) · scale + bias, per channel.
 
@@ -240,7 +243,7 @@ def lrn_window_total(channels: int, size: int) -> int:
     return sum(min(channels - 1, c + hi) - max(0, c - lo) + 1 for c in range(channels))
 
 
-@rule("LRN")
+@rule("LRN", op_class=OpClass.LRN)
 def lrn(op: OpView) -> Cost:
     """ai.onnx::LRN. y = x / (bias + α/size · Σ_{window} x²)^β, windows of ``size`` channels.
 
@@ -273,7 +276,7 @@ def _softmax_rows(op: OpView, shape: tuple[int, ...]) -> int:
     return math.prod(shape[:axis])
 
 
-@rule("Softmax")
+@rule("Softmax", op_class=OpClass.SOFTMAX)
 def softmax(op: OpView) -> Cost:
     """ai.onnx::Softmax. y = exp(x − max) / Σ exp(x − max) along ``axis``.
 
@@ -286,7 +289,7 @@ def softmax(op: OpView) -> Cost:
     return streaming(op, _SOFTMAX_PER_ELEMENT * required_input(op, 0).numel)
 
 
-@rule("LogSoftmax")
+@rule("LogSoftmax", op_class=OpClass.SOFTMAX)
 def log_softmax(op: OpView) -> Cost:
     """ai.onnx::LogSoftmax. y = (x − max) − log Σ exp(x − max) along ``axis``.
 
@@ -300,7 +303,7 @@ def log_softmax(op: OpView) -> Cost:
     return streaming(op, _SOFTMAX_PER_ELEMENT * math.prod(shape) + _softmax_rows(op, shape))
 
 
-@rule("Hardmax")
+@rule("Hardmax", op_class=OpClass.SOFTMAX)
 def hardmax(op: OpView) -> Cost:
     """ai.onnx::Hardmax. y = one-hot of the first maximum along ``axis``.
 

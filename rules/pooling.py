@@ -14,10 +14,12 @@ import math
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass
 from onnxroof.rules._common import out_numel, required_input, streaming
 
-rule = family_rule("pooling")
+FAMILY = Family("pooling", OpClass.POOLING)
+rule = FAMILY.rule
 
 _L2 = 2  # LpPool's p for which |x|^p is a single square x·x
 

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass
 from onnxroof.rules._common import inputs_bytes, out_numel, outputs_bytes, required_input, streaming
 from onnxroof.rules.conv import conv_macs
 from onnxroof.rules.matmul import gemm_mnk, matmul_macs
 
-rule = family_rule("quantized")
+FAMILY = Family("quantized", OpClass.OTHER)
+rule = FAMILY.rule
 
 MS = "com.microsoft"
 
@@ -57,8 +59,8 @@ def _product(op: OpView, macs: int, per_output: int, extra: float = 0.0) -> Cost
 # ------------------------------------------------------------------------------------ quantize / dequantize
 
 
-@rule("QuantizeLinear")
-@rule("QuantizeLinear", domain=MS)
+@rule("QuantizeLinear", op_class=OpClass.ELEMENTWISE)
+@rule("QuantizeLinear", domain=MS, op_class=OpClass.ELEMENTWISE)
 def quantize_linear(op: OpView) -> Cost:
     """ai.onnx (and com.microsoft)::QuantizeLinear: y = saturate(round(x / y_scale) + y_zero_point).
 
@@ -75,8 +77,8 @@ def quantize_linear(op: OpView) -> Cost:
     return streaming(op, (1 + 1 + clamp + _given(op, 2)) * out_numel(op))  # divide, round, saturate, [+ zp]
 
 
-@rule("DequantizeLinear")
-@rule("DequantizeLinear", domain=MS)
+@rule("DequantizeLinear", op_class=OpClass.ELEMENTWISE)
+@rule("DequantizeLinear", domain=MS, op_class=OpClass.ELEMENTWISE)
 def dequantize_linear(op: OpView) -> Cost:
     """ai.onnx (and com.microsoft)::DequantizeLinear: y = (x − x_zero_point) · x_scale.
 
@@ -90,7 +92,7 @@ def dequantize_linear(op: OpView) -> Cost:
     return streaming(op, (1 + _given(op, 2)) * out_numel(op))
 
 
-@rule("DynamicQuantizeLinear")
+@rule("DynamicQuantizeLinear", op_class=OpClass.ELEMENTWISE)
 def dynamic_quantize_linear(op: OpView) -> Cost:
     """ai.onnx::DynamicQuantizeLinear: uint8 quantization of x with a scale and zero point computed from x.
 
@@ -109,7 +111,7 @@ def dynamic_quantize_linear(op: OpView) -> Cost:
 # ------------------------------------------------------------------------------- integer convolutions, GEMMs
 
 
-@rule("QLinearConv")
+@rule("QLinearConv", op_class=OpClass.CONV)
 def qlinear_conv(op: OpView) -> Cost:
     """ai.onnx::QLinearConv: y = requantize(Σ x·w + B) with x, w int8/uint8, B int32, y int8/uint8.
 
@@ -125,7 +127,7 @@ def qlinear_conv(op: OpView) -> Cost:
     return _product(op, conv_macs(op, weight=3), _INTEGER_EPILOGUE)
 
 
-@rule("ConvInteger")
+@rule("ConvInteger", op_class=OpClass.CONV)
 def conv_integer(op: OpView) -> Cost:
     """ai.onnx::ConvInteger: y = Σ (x − x_zero_point)·(w − w_zero_point), an int32 output.
 
@@ -139,7 +141,7 @@ def conv_integer(op: OpView) -> Cost:
     return _product(op, conv_macs(op), _given(op, 2))
 
 
-@rule("MatMulInteger")
+@rule("MatMulInteger", op_class=OpClass.MATMUL)
 def matmul_integer(op: OpView) -> Cost:
     """ai.onnx::MatMulInteger: Y = (A − a_zero_point) · (B − b_zero_point), an int32 output (numpy semantics).
 
@@ -153,7 +155,7 @@ def matmul_integer(op: OpView) -> Cost:
     return _product(op, matmul_macs(op), _given(op, 2))
 
 
-@rule("QLinearMatMul")
+@rule("QLinearMatMul", op_class=OpClass.MATMUL)
 def qlinear_matmul(op: OpView) -> Cost:
     """ai.onnx::QLinearMatMul: Y = requantize(A · B) with A, B, Y int8/uint8 (numpy semantics).
 
@@ -169,7 +171,7 @@ def qlinear_matmul(op: OpView) -> Cost:
     return _product(op, matmul_macs(op), _INTEGER_EPILOGUE)
 
 
-@rule("MatMulIntegerToFloat", domain=MS)
+@rule("MatMulIntegerToFloat", domain=MS, op_class=OpClass.MATMUL)
 def matmul_integer_to_float(op: OpView) -> Cost:
     """com.microsoft::MatMulIntegerToFloat: Y = (A − a_zp)·(B − b_zp) · a_scale·b_scale (+ bias), float output.
 
@@ -183,7 +185,7 @@ def matmul_integer_to_float(op: OpView) -> Cost:
     return _product(op, matmul_macs(op), 1 + _given(op, 4, 6))
 
 
-@rule("DynamicQuantizeMatMul", domain=MS)
+@rule("DynamicQuantizeMatMul", domain=MS, op_class=OpClass.MATMUL)
 def dynamic_quantize_matmul(op: OpView) -> Cost:
     """com.microsoft::DynamicQuantizeMatMul: A (float) quantized on the fly to uint8, then an integer product
     with B (int8/uint8), scaled back to float (+ bias).
@@ -200,7 +202,7 @@ def dynamic_quantize_matmul(op: OpView) -> Cost:
     return _product(op, matmul_macs(op), 2 + _given(op, 4), extra=quantize_a)
 
 
-@rule("QGemm", domain=MS)
+@rule("QGemm", domain=MS, op_class=OpClass.MATMUL)
 def qgemm(op: OpView) -> Cost:
     """com.microsoft::QGemm: Y = α · A'·B' + C with A, B int8/uint8, C int32; Y quantized when y_scale is given,
     else float32. ``A'``/``B'``: A and B (inputs 0 and 3), transposed per transA/transB.

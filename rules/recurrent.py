@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass
 from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, shape_with_rank
 
-rule = family_rule("recurrent")
+FAMILY = Family("recurrent", OpClass.RECURRENT)
+rule = FAMILY.rule
 
 SIGMOID_FLOPS = 4  # 1 / (1 + exp(-x)): neg, exp, add, div
 TANH_FLOPS = 1

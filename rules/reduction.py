@@ -15,8 +15,8 @@ import math
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView
-from onnxroof.core.registry import family_rule
-from onnxroof.core.states import RuleStatus
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass, RuleStatus
 from onnxroof.rules._common import (
     normalize_axis,
     out_numel,
@@ -26,7 +26,8 @@ from onnxroof.rules._common import (
     streaming,
 )
 
-rule = family_rule("reduction")
+FAMILY = Family("reduction", OpClass.REDUCTION)
+rule = FAMILY.rule
 
 _AXES = 1  # Reduce*'s ``axes`` input (ReduceSum from opset 13, the others from 18); absent before
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.ir import OpView, TensorInfo
-from onnxroof.core.registry import family_rule
-from onnxroof.core.registry import rule as base_rule
-from onnxroof.core.states import RuleKind
+from onnxroof.core.registry import Family
+from onnxroof.core.states import OpClass, RuleKind
 from onnxroof.rules._common import inputs_bytes, nbytes, out_numel, outputs_bytes, required_input, shape_of, streaming
 from onnxroof.rules.attention import ROTARY_PER_ELEMENT, cache_rows_bytes, table_params
 
-rule = family_rule("elementwise")
+FAMILY = Family("elementwise", OpClass.ELEMENTWISE)
+rule = FAMILY.rule
 
 MS = "com.microsoft"
 GELU_ERF = 5  # 0.5·x·(1 + erf(x/√2)), as ai.onnx::Gelu
@@ -63,7 +63,7 @@ def swiglu(op: OpView) -> Cost:
     return streaming(op, (SWISH + 1) * out_numel(op))
 
 
-@base_rule("GemmFastGelu", domain=MS, family="matmul")
+@rule("GemmFastGelu", domain=MS, family="matmul", op_class=OpClass.MATMUL)
 def gemm_fast_gelu(op: OpView) -> Cost:
     """com.microsoft::GemmFastGelu: Y = FastGelu(X · W + bias).
 
@@ -134,7 +134,7 @@ def _gathered(table: TensorInfo | None, rows: int) -> float:
     return min(rows, extent) * table.nbytes / extent if extent else 0.0
 
 
-@base_rule("EmbedLayerNormalization", domain=MS, family="normalization")
+@rule("EmbedLayerNormalization", domain=MS, family="normalization", op_class=OpClass.NORMALIZATION)
 def embed_layer_normalization(op: OpView) -> Cost:
     """com.microsoft::EmbedLayerNormalization: LayerNorm(word[ids] + position[pos] (+ segment[seg])) and a
     mask index.
@@ -158,7 +158,7 @@ def embed_layer_normalization(op: OpView) -> Cost:
 
 
 # ------------------------------------------------------------------------------------------ cache updates
-@base_rule("TensorScatter", kind=RuleKind.LAYOUT, family="movement")
+@rule("TensorScatter", kind=RuleKind.LAYOUT, family="movement", op_class=OpClass.MOVEMENT)
 def tensor_scatter(op: OpView) -> Cost:
     """ai.onnx::TensorScatter (opset 24): write ``update`` into the KV-cache buffer at ``write_indices``.
 

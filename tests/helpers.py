@@ -10,13 +10,13 @@ from typing import Any
 import onnx
 from onnx import helper
 
-import onnxroof.rules  # noqa: F401  (registers every rule family)
 from onnxroof.core.cost import Cost
 from onnxroof.core.dtypes import itemsize_of
 from onnxroof.core.ir import OpView, TensorInfo
 from onnxroof.core.protos import node_attributes
-from onnxroof.core.registry import evaluate, lookup
+from onnxroof.core.registry import evaluate
 from onnxroof.core.states import Role
+from onnxroof.rules import REGISTRY
 
 TensorSpec = tuple[Sequence[int] | None, str] | tuple[Sequence[int] | None, str, str] | None
 
@@ -64,7 +64,7 @@ def make_op(
 
 def cost_of(op: OpView) -> Cost:
     """Evaluate the registered rule for ``op`` (params included)."""
-    entry = lookup(op.domain, op.op_type)
+    entry = REGISTRY.lookup(op.domain, op.op_type)
     assert entry is not None, f"no rule for {op.op_type}"
     return evaluate(op, entry)
 

@@ -12,12 +12,15 @@ from typer.testing import CliRunner
 
 from onnxroof.cli import app
 from onnxroof.core.cost import Cost
+from onnxroof.costing.opclass import refine_conv
+from onnxroof.fusion.opclass import kernel_op_class
 from onnxroof.measure.calibrate.calibrator import Figure, Timing, stream_probe, tiny_probe
 from onnxroof.measure.calibrate.fit import hierarchy
 from onnxroof.measure.calibrate.probes import efficiency_probes
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import EFFICIENCY_CLASSES
-from onnxroof.roofline.classify import classify, kernel_op_class, op_class
+from onnxroof.roofline.classify import classify
+from onnxroof.rules import REGISTRY
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +192,9 @@ def _fake_file(tmp_path: Path) -> Path:
 
 
 def test_op_classes() -> None:
+    def op_class(op_type: str, attrs: dict | None = None, channels: int | None = None) -> str:
+        return refine_conv(REGISTRY.op_class("", op_type), attrs, channels)
+
     assert op_class("MatMul") == "matmul" and op_class("Gemm") == "matmul"
     assert op_class("Conv", attrs={"group": 1}) == "conv"
     assert op_class("Conv", attrs={"group": 32}, channels=32) == "depthwise"

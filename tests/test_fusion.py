@@ -19,6 +19,7 @@ from onnxroof.costing.node import cost_node
 from onnxroof.fusion.fuse import SINGLE, FusionResult, Kernel, fuse
 from onnxroof.fusion.patterns import PATTERNS, PATTERNS_BY_NAME, PROFILES, parse_template
 from onnxroof.load.reader import load_model
+from onnxroof.rules import REGISTRY
 
 F32 = 4  # bytes per float32 element
 
@@ -28,7 +29,7 @@ F32 = 4  # bytes per float32 element
 def analysed(text: str, dims: dict[str, int] | None = None):
     """IR and node costs built the way ``analyze`` builds them."""
     loaded = load_model(parse_model(text), dims)
-    ir = build_ir(loaded.model, loaded.value_types)
+    ir = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops)
     costs = {op.id: cost_node(op, ir, loaded.model.graph) for op in ir.ops}
     return ir, costs
 
@@ -715,7 +716,7 @@ def test_fusing_a_2700_node_llama_graph_partitions_it(tmp_path):
 
     path = build_llama_shaped(tmp_path / "llama.onnx")
     loaded = load_model(path, {"batch": 1, "seq": 128})
-    ir = build_ir(loaded.model, loaded.value_types)
+    ir = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops)
     costs = {op.id: cost_node(op, ir, loaded.model.graph) for op in ir.ops}
     assert len(ir.ops) > 2600
     for profile in PROFILES:

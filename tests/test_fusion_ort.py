@@ -25,6 +25,7 @@ from onnxroof.core.ir import build_ir
 from onnxroof.costing.node import cost_node
 from onnxroof.fusion.fuse import FusionResult, fuse
 from onnxroof.load.reader import load_model
+from onnxroof.rules import REGISTRY
 
 LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -100,7 +101,7 @@ def ort_changes(path: Path, tmp: Path) -> dict[str, int]:
 
 def fused(path: Path) -> tuple[FusionResult, dict[str, str]]:
     loaded = load_model(path, DIMS)
-    ir = build_ir(loaded.model, loaded.value_types)
+    ir = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops)
     costs = {op.id: cost_node(op, ir, loaded.model.graph) for op in ir.ops}
     return fuse(ir, costs, "ort-cpu"), {op.id: op.op_type for op in ir.ops}
 

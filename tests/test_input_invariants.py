@@ -11,7 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxroof
 from onnxroof.core.errors import CostError, ModelError
-from onnxroof.core.registry import evaluate, lookup
+from onnxroof.core.registry import evaluate
+from onnxroof.rules import REGISTRY
 
 # ------------------------------------------------------------------------------------ costs never negative
 
@@ -21,7 +22,7 @@ def test_a_negative_dim_is_an_error_naming_the_node(op_type: str) -> None:
     shape = (-2, 8) if op_type != "MatMul" else (4, -8)
     inputs = [(shape, "float32")] * (1 if op_type == "Relu" else 2)
     op = make_op(op_type, inputs, [((-2, 8), "float32")])
-    entry = lookup("", op_type)
+    entry = REGISTRY.lookup("", op_type)
     with pytest.raises(CostError, match=rf"node 0:{op_type} \({op_type}\): negative cost"):
         evaluate(op, entry)
 

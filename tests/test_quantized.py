@@ -21,8 +21,8 @@ import onnxroof
 from onnxroof.analysis.analyze import Analysis
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.dtypes import dtype_info
+from onnxroof.fusion.opclass import kernel_op_class
 from onnxroof.fusion.patterns import QDQ_PATTERNS
-from onnxroof.roofline.classify import kernel_op_class
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CNN_DIMS = {"batch": 1}

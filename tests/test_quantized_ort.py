@@ -31,6 +31,7 @@ from onnxroof.costing.node import cost_node
 from onnxroof.fusion.fuse import fuse
 from onnxroof.fusion.patterns import PATTERNS_BY_NAME, EdgePattern
 from onnxroof.load.reader import load_model
+from onnxroof.rules import REGISTRY
 
 #: The QDQ patterns and the quantized op ONNX Runtime makes of each.
 MAKES = {
@@ -66,7 +67,7 @@ def ort_counts(path: Path, tmp: Path, dims: dict[str, int], int8_allowed: bool =
 def predicted_counts(path: Path, dims: dict[str, int] | None = None) -> Counter[str]:
     """The quantized ops onnxroof's ``ort-cpu`` kernels predict: one per QDQ kernel."""
     loaded = load_model(path, dims)
-    ir = build_ir(loaded.model, loaded.value_types)
+    ir = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops)
     costs = {op.id: cost_node(op, ir, loaded.model.graph) for op in ir.ops}
     counts: Counter[str] = Counter()
     for kernel in fuse(ir, costs, "ort-cpu").kernels:

@@ -7,8 +7,10 @@ import pkgutil
 import pytest
 
 import onnxroof.rules
-from onnxroof.core.registry import DuplicateRuleError, all_rules, lookup, rule
-from onnxroof.core.states import RuleKind
+from onnxroof.core.cost import Cost
+from onnxroof.core.registry import DuplicateRuleError, Registry, entries_of, rule
+from onnxroof.core.states import OpClass, RuleKind
+from onnxroof.rules import REGISTRY
 
 # The op types the core issue requires (light models, torchvision CNNs, HF transformers, YOLO detectors).
 REQUIRED = (
@@ -126,30 +128,62 @@ REQUIRED = (
 
 @pytest.mark.parametrize("op_type", REQUIRED)
 def test_required_op_has_a_rule(op_type: str) -> None:
-    assert lookup("", op_type) is not None, f"no rule for {op_type}"
+    assert REGISTRY.lookup("", op_type) is not None, f"no rule for {op_type}"
 
 
 def test_every_rule_is_documented() -> None:
-    for entry in all_rules():
+    for entry in REGISTRY.all_rules():
         assert entry.kind in tuple(RuleKind)
         assert "Formula:" in entry.doc or entry.kind in ("view", "metadata"), entry.op_type
         assert "Bytes:" in entry.doc or entry.kind in ("view", "metadata"), entry.op_type
 
 
 def test_duplicate_registration_raises() -> None:
+    """A duplicate (domain, op_type) raises when a registry is built, the bundled one extended or built anew."""
+    with pytest.raises(DuplicateRuleError, match=r"ai\.onnx::Conv"):
+        REGISTRY.with_rules(rule("Conv")(lambda op: None))
+    twice = rule("MyOp", domain="example.com")(lambda op: None)
+    with pytest.raises(DuplicateRuleError, match=r"example\.com::MyOp"):
+        Registry.of((*entries_of(twice), *entries_of(twice)))
     with pytest.raises(DuplicateRuleError):
-        rule("Conv")(lambda op: None)
+        Registry.from_families(*onnxroof.rules.FAMILIES, onnxroof.rules.FAMILIES[0])
+
+
+def test_rule_registers_nothing_globally() -> None:
+    """``@rule`` only records the entry on its function: the bundled registry is unchanged, and a user's rule enters
+    only the new registry ``with_rules`` returns."""
+
+    @rule("MyOp", domain="example.com", kind=RuleKind.LAYOUT, op_class=OpClass.MOVEMENT)
+    def my_op(op):
+        """Formula: none. Bytes: none."""
+        return Cost.zero()
+
+    before = REGISTRY.all_rules()
+    extended = REGISTRY.with_rules(my_op)
+    assert REGISTRY.all_rules() == before and REGISTRY.lookup("example.com", "MyOp") is None
+    entry = extended.lookup("example.com", "MyOp")
+    assert entry is not None and entry.fn is my_op and entry.kind == RuleKind.LAYOUT
+    assert extended.op_class("example.com", "MyOp") == OpClass.MOVEMENT
+    assert len(extended.rules) == len(REGISTRY.rules) + 1 and extended.view_ops == REGISTRY.view_ops
+    assert extended.op_class("com.microsoft", "FusedConv") == OpClass.CONV  # classes without a rule are kept
+    with pytest.raises(ValueError, match="declared a rule"):
+        REGISTRY.with_rules(lambda op: None)
+
+
+def test_view_ops_are_the_view_rules() -> None:
+    views = {(e.domain, e.op_type) for e in REGISTRY.all_rules() if e.kind == RuleKind.VIEW}
+    assert REGISTRY.view_ops == views and ("", "Reshape") in views and ("", "Transpose") not in views
 
 
 def test_ai_onnx_domain_is_the_default_domain() -> None:
-    assert lookup("ai.onnx", "Relu") is lookup("", "Relu")
+    assert REGISTRY.lookup("ai.onnx", "Relu") is REGISTRY.lookup("", "Relu")
 
 
 def test_every_bundled_rule_declares_its_family() -> None:
-    """The family is declared at registration (``family_rule``), not derived from the module's name: a module's
+    """The family is declared at registration (``Family.rule``), not derived from the module's name: a module's
     own family, or (for a fused op filed with its neighbours: GemmFastGelu, GatherBlockQuantized...) the name of
     another family module."""
     modules = {m.name for m in pkgutil.iter_modules(onnxroof.rules.__path__) if not m.name.startswith("_")}
-    for entry in all_rules():
+    for entry in REGISTRY.all_rules():
         if entry.fn.__module__.startswith("onnxroof.rules."):
             assert entry.family in modules, (entry.op_type, entry.family)

@@ -30,7 +30,8 @@ from onnxroof.analysis.stages import (
 )
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import WhatIf, whatif_warnings
-from onnxroof.core.index import GraphIndex, graph_index
+from onnxroof.core.gemm import array_gemm
+from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.states import NodeState
 from onnxroof.fusion.fuse import Miss
@@ -38,7 +39,7 @@ from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import resolve_precision
 from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
-from onnxroof.roofline.pe_array import array_gemm, utilization
+from onnxroof.roofline.pe_array import utilization
 from onnxroof.roofline.place import ROOFLINE, TimeModel, Work, floats
 from onnxroof.roofline.place import place as place_rows
 
@@ -177,7 +178,7 @@ def place(fused: FusedModel, platform: Platform, time_model: TimeModel = ROOFLIN
         fusion_misses=fused.misses,
         ir=bound.ir,
         whatif=plan,
-        index=graph_index(bound.ir),
+        index=bound.ir.index,
         time_model=time_model.name,
     )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onnxroof.core.index import graph_index
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.states import Role
 
@@ -58,7 +57,7 @@ def _buffers(ir: ModelIR) -> _Buffers:
     or alias one and its inputs mark their buffer used at this step; graph outputs are used to the end.
 
     Complexity 16, kept: the per-tensor checks stay inline in the loop over every tensor of the model."""
-    views = graph_index(ir).views
+    views = ir.index.views
     alias: dict[str, str] = {}
     size, unknown = _input_sizes(ir)
     last_use: dict[str, int] = {}

@@ -34,20 +34,21 @@ from onnxroof.analysis.whatif import (
 from onnxroof.core.cost import merge_weights
 from onnxroof.core.descriptor import KernelDescriptor
 from onnxroof.core.errors import StrictError
-from onnxroof.core.index import graph_index
 from onnxroof.core.ir import ModelIR, OpView, build_ir
-from onnxroof.core.states import NodeState, Role
+from onnxroof.core.states import NodeState, OpClass, Role
 from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import cost_node
 from onnxroof.costing.node import op_key as _op_key
+from onnxroof.costing.opclass import op_class
+from onnxroof.fusion.descriptor import describe
 from onnxroof.fusion.fuse import Kernel, Miss
 from onnxroof.fusion.fuse import fuse as fuse_kernels
 from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
 from onnxroof.load.reader import LoadedModel, ModelFile, load_model, read_file
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import kernel_op_class, op_class, precision_of, resolve_precision
-from onnxroof.roofline.pe_array import first_gemm_shape
+from onnxroof.roofline.classify import precision_of, resolve_precision
+from onnxroof.rules import REGISTRY
 
 Source = str | os.PathLike | onnx.ModelProto | ModelFile
 
@@ -83,7 +84,12 @@ def bind(
     loaded = load_model(source, dims, shapes)
     density_map = tensor_densities(loaded.model.graph, plan)
     ir = build_ir(
-        loaded.model, loaded.value_types, make_restate(plan, density_map), order=loaded.order, tied=loaded.tied
+        loaded.model,
+        loaded.value_types,
+        make_restate(plan, density_map),
+        order=loaded.order,
+        tied=loaded.tied,
+        view_ops=REGISTRY.view_ops,
     )
     loaded = replace(loaded, value_types=MappingProxyType({}))  # the IR holds the shapes: free ~170 B a tensor
     return BoundModel(loaded, ir, plan, density_map, model_summary(loaded, ir))
@@ -124,7 +130,7 @@ class CostedModel:
 
     bound: BoundModel
     node_costs: tuple[NodeCost, ...]
-    op_classes: tuple[str, ...]
+    op_classes: tuple[OpClass, ...]
     wanted: tuple[str, ...]
     compute_density: tuple[float, ...]
     weights: Mapping[str, tuple[float, float]]
@@ -148,10 +154,10 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     sparse = sparse_facts(plan, platform)
     resolved: dict[str, str] = {}
     node_costs: list[NodeCost] = []
-    classes: list[str] = []
+    classes: list[OpClass] = []
     wanted: list[str] = []
     densities: list[float] = []
-    by_type: dict[tuple[str, str], str] = {}  # (op_type, domain) -> efficiency class by type
+    by_type: dict[tuple[str, str], OpClass] = {}  # (op_type, domain) -> efficiency class by type
     root_graph = bound.loaded.model.graph
     for op in ir.ops:
         node_cost = cost_node(op, ir, root_graph)
@@ -192,24 +198,14 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     )
 
 
-def _node_class(op: OpView, by_type: dict[tuple[str, str], str]) -> str:
-    """The efficiency class of ``op`` (:func:`~onnxroof.roofline.classify.op_class`), looked up once per op type;
+def _node_class(op: OpView, by_type: dict[tuple[str, str], OpClass]) -> OpClass:
+    """The efficiency class of ``op`` (:func:`~onnxroof.costing.opclass.op_class`), looked up once per op type;
     only a Conv's class depends on the node (depthwise)."""
     key = (op.op_type, op.domain)
     cls = by_type.get(key)
     if cls is None:
-        cls = by_type[key] = op_class(op.op_type, op.domain)
-    if cls == "conv":
-        cls = op_class(op.op_type, op.domain, op.attrs, channels_of(op))
-    return cls
-
-
-def channels_of(op: OpView) -> int | None:
-    """The channel count of an op's first input (dim 1), when static: used to tell depthwise convolutions."""
-    first = op.input(0)
-    if first is None or first.shape is None or len(first.shape) < 2:
-        return None
-    return first.shape[1]
+        cls = by_type[key] = REGISTRY.op_class(op.domain, op.op_type)
+    return op_class(op, REGISTRY) if cls == OpClass.CONV else cls
 
 
 def raise_if_incomplete(costed: CostedModel) -> None:
@@ -239,7 +235,7 @@ def _branch_warnings(ir: ModelIR, node_costs: Sequence[NodeCost]) -> list[str]:
 
 
 def _shape_warnings(ir: ModelIR, node_costs: Sequence[NodeCost]) -> list[str]:
-    producer = graph_index(ir).producer
+    producer = ir.index.producer
     warnings = []
     for op, node_cost in zip(ir.ops, node_costs, strict=True):
         if node_cost.state == NodeState.UNKNOWN_SHAPE:
@@ -306,20 +302,6 @@ def fuse(costed: CostedModel, profile: str) -> FusedModel:
         anchors=np.asarray(anchors, dtype=np.int64),
         launches=np.asarray(launches, dtype=np.float64),
         int8=np.asarray(int8, dtype=bool),
-    )
-
-
-def describe(ops: Sequence[OpView], patterns: tuple[str, ...], op_types: tuple[str, ...]) -> KernelDescriptor:
-    """A kernel's descriptor: the efficiency class of the op the runtime runs for it
-    (:func:`~onnxroof.roofline.classify.kernel_op_class`), the GEMM of its first GEMM-like member, its anchor's
-    element type and the weights its members read."""
-    anchor = ops[0]
-    weights = tuple(t.name for op in ops for t in op.inputs if t is not None and t.role == Role.WEIGHT)
-    return KernelDescriptor(
-        op_class=kernel_op_class(op_types, patterns, anchor.domain, anchor.attrs, channels_of(anchor)),
-        gemm=first_gemm_shape(ops),
-        dtype=anchor.dtype,
-        weights=weights,
     )
 
 

@@ -122,9 +122,8 @@ def platforms(
 @app.command()
 def rules(debug: DebugOption = False) -> None:
     """List every cost rule: op type, kind, exact or approximate, and its formula."""
-    import onnxroof.rules  # noqa: F401  (registers every rule family)
-    from onnxroof.core.registry import all_rules
     from onnxroof.report.platforms import render_rules_table
+    from onnxroof.rules import REGISTRY
 
     with _errors(debug):
-        _emit(lambda console: render_rules_table(all_rules(), console), None)
+        _emit(lambda console: render_rules_table(REGISTRY.all_rules(), console), None)

@@ -20,7 +20,7 @@ tensor-core tile pads: ``K`` and ``N`` of the weight ``B`` for products (``trans
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -139,3 +139,29 @@ def _conv_transpose(w: TensorInfo | None, group: int) -> GemmShape | None:
     if wd is None or len(wd) < 2:
         return None
     return GemmShape(group, None, None, None, wd[0] // group if wd[0] is not None else None, wd[1])
+
+
+#: The ops whose GEMM a kernel descriptor and a PE array take: the forward products and convolutions
+#: (ConvTranspose's scatter is not one).
+ARRAY_OPS = frozenset(
+    {"MatMul", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "Gemm", "FusedGemm", "QGemm"}
+    | {"Conv", "FusedConv", "ConvInteger", "QLinearConv", "NhwcConv"}
+)
+
+
+def array_gemm(op: OpView) -> GemmShape | None:
+    """The GEMM view of an op (:func:`gemm_shape`) as a kernel descriptor and a PE array take it, or None for ops
+    that are not in :data:`ARRAY_OPS` or whose GEMM dims are not all static."""
+    if op.op_type not in ARRAY_OPS:
+        return None
+    shape = gemm_shape(op)
+    return shape if shape is not None and shape.complete else None
+
+
+def first_gemm_shape(ops: Iterable[OpView]) -> GemmShape | None:
+    """The GEMM of the first GEMM-like member of a kernel (its anchor, or the Conv inside a QDQ group)."""
+    for op in ops:
+        shape = array_gemm(op)
+        if shape is not None:
+            return shape
+    return None

@@ -1,7 +1,7 @@
-"""The graph index: who produces a tensor, who reads it, what a view aliases. Computed once per IR.
+"""The graph index: who produces a tensor, who reads it, what a view aliases. Built with the IR.
 
-Every pass that asks a graph question (fusion, liveness, findings, the analysis' warnings) reads this index
-instead of deriving the maps again:
+Every pass that asks a graph question (fusion, liveness, findings, the analysis' warnings) reads the IR's index
+(:attr:`onnxroof.core.ir.ModelIR.index`) instead of deriving the maps again:
 
 * ``producer[t]``: the node writing tensor ``t`` (graph inputs and initializers have none);
 * ``consumers[t]``: the nodes reading ``t``, each once, in topological order; then the If/Loop/Scan nodes whose
@@ -10,21 +10,40 @@ instead of deriving the maps again:
   Identity...), its first input, the buffer ``v`` aliases; ``view_children`` the reverse;
 * ``views``: the ids of the view ops.
 
-View-ness is the registry's kind, so the rule families must be registered (:mod:`onnxroof.rules` imported, as
-every stage above the rules does) before an IR's index is first asked for.
+View-ness is a rule fact, and core sits below the rules: the builder of the IR passes the view op types in
+(``build_ir(..., view_ops=REGISTRY.view_ops)``, :attr:`onnxroof.core.registry.Registry.view_ops`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any, Protocol
 
-from onnxroof.core.ir import ModelIR, implicit_reads
-from onnxroof.core.registry import lookup
-from onnxroof.core.states import RuleKind
+from onnxroof.core.protos import subgraph_outer_inputs
 
-_MEMO_KEY = "graph_index"
+
+class _Tensor(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class _Op(Protocol):
+    """What the index reads of an op (:class:`onnxroof.core.ir.OpView`, which imports this module)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def op_type(self) -> str: ...
+    @property
+    def domain(self) -> str: ...
+    @property
+    def inputs(self) -> Sequence[_Tensor | None]: ...
+    @property
+    def outputs(self) -> Sequence[_Tensor | None]: ...
+    @property
+    def subgraphs(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -47,22 +66,15 @@ class GraphIndex:
         return node_id in self.views
 
 
-def graph_index(ir: ModelIR) -> GraphIndex:
-    """The index of ``ir``: built on first use and kept with the IR, so every pass shares one."""
-    found = ir.memo.get(_MEMO_KEY)
-    if found is None:
-        found = ir.memo[_MEMO_KEY] = build_index(ir)
-    return found
-
-
-def build_index(ir: ModelIR) -> GraphIndex:
-    """Index ``ir`` (prefer :func:`graph_index`, which builds it once)."""
+def build_index(ops: Iterable[_Op], view_ops: frozenset[tuple[str, str]]) -> GraphIndex:
+    """Index ``ops`` (in topological order); ``view_ops``: the (normalized domain, op_type) pairs that are views."""
     producer: dict[str, str] = {}
     consumers: dict[str, list[str]] = {}
     view_source: dict[str, str] = {}
     view_children: dict[str, list[str]] = {}
     views: set[str] = set()
-    for op in ir.ops:
+    with_bodies = []
+    for op in ops:
         for t in op.outputs:
             if t is not None:
                 producer[t.name] = op.id
@@ -71,16 +83,18 @@ def build_index(ir: ModelIR) -> GraphIndex:
             if t is not None and t.name not in seen:
                 seen.add(t.name)
                 consumers.setdefault(t.name, []).append(op.id)
-        entry = lookup(op.domain, op.op_type)
-        if entry is not None and entry.kind == RuleKind.VIEW:
+        if (op.domain, op.op_type) in view_ops:
             views.add(op.id)
-            source, view = op.input(0), op.output(0)
+            source = op.inputs[0] if op.inputs else None
+            view = op.outputs[0] if op.outputs else None
             if source is not None and view is not None:
                 view_source[view.name] = source.name
                 view_children.setdefault(source.name, []).append(view.name)
-    for op in ir.ops:  # tensors read implicitly by If/Loop/Scan bodies (those some node produces)
         if op.subgraphs:
-            for name in implicit_reads(op):
+            with_bodies.append(op)
+    for op in with_bodies:  # tensors read implicitly by If/Loop/Scan bodies (those some node produces)
+        for sub in op.subgraphs.values():
+            for name in subgraph_outer_inputs(sub):
                 users = consumers.setdefault(name, []) if name in producer else None
                 if users is not None and op.id not in users:
                     users.append(op.id)

@@ -7,6 +7,7 @@
   ``static`` (computable at load time from weights and statically known shapes, e.g. ``Shape(x)`` of a
   fully shaped ``x``) or ``activation`` (everything computed at run time);
 * one :class:`OpView` per node, attributes completed with the ONNX schema's defaults;
+* its graph index (:class:`~onnxroof.core.index.GraphIndex`: producers, consumers, view aliases), built with it;
 * a ``networkx.DiGraph`` keyed by stable node ids ``"{index}:{name or op_type}"`` (ONNX names are
   optional and may repeat), edges labelled with the tensors they carry.
 
@@ -30,6 +31,7 @@ import onnx
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.index import GraphIndex, build_index
 from onnxroof.core.protos import (
     TypeFacts,
     default_attributes,
@@ -144,12 +146,18 @@ class OpView:
 
 @dataclass(frozen=True)
 class ModelIR:
-    """The whole graph: ops in topological order, every tensor; the DAG (:attr:`graph`) on first use."""
+    """The whole graph: ops in topological order, every tensor, the graph index built with them; the DAG
+    (:attr:`graph`) on first use."""
 
     ops: tuple[OpView, ...]
     tensors: Mapping[str, TensorInfo]
     graph_inputs: tuple[str, ...]
     graph_outputs: tuple[str, ...]
+    index: GraphIndex = field(compare=False, repr=False)
+    """Producers, consumers and view aliases (:mod:`onnxroof.core.index`), built with the IR."""
+    view_ops: frozenset[tuple[str, str]] = field(compare=False, repr=False)
+    """The (domain, op_type) pairs that are views, the index was built with (subgraph bodies are built with the
+    same ones)."""
     opsets: Mapping[str, int] = field(default_factory=dict)
     restate: Restate | None = field(default=None, compare=False, repr=False)
     """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
@@ -157,8 +165,7 @@ class ModelIR:
     """Weights stored twice by the exporter (a tied lm_head's transposed copy): copy -> original
     (:func:`onnxroof.load.tied.tied_copies`); the copy holds no parameters of its own."""
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    """Facts derived from the IR once, on first use, and kept with it: the graph index
-    (:func:`onnxroof.core.index.graph_index`: producers, consumers, view roots), the DAG, ops by id."""
+    """Facts derived from the IR once, on first use, and kept with it: the DAG, ops by id."""
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -243,8 +250,12 @@ def build_ir(
     restate: Restate | None = None,
     order: Sequence[int] | None = None,
     tied: Mapping[str, str] | None = None,
+    *,
+    view_ops: frozenset[tuple[str, str]],
 ) -> ModelIR:
-    """Build the IR of ``model``'s main graph using inferred ``value_types`` (name -> TypeProto).
+    """Build the IR of ``model``'s main graph using inferred ``value_types`` (name -> TypeProto), with its graph
+    index. ``view_ops``: the (normalized domain, op_type) pairs whose rule is a view
+    (:attr:`onnxroof.core.registry.Registry.view_ops`: core sits below the rules, so the caller passes them).
 
     ``restate``, when given, maps every tensor's :class:`TensorInfo` as it is created (initializers, graph
     inputs, node outputs, in subgraph bodies too): rules and fusion then see the restated element sizes.
@@ -253,7 +264,7 @@ def build_ir(
     (``LoadedModel.tied``).
     """
     opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
-    ir = build_graph_ir(model.graph, opsets, value_types, restate=restate, order=order)
+    ir = build_graph_ir(model.graph, opsets, value_types, restate=restate, order=order, view_ops=view_ops)
     return replace(ir, tied=MappingProxyType(dict(tied or {})))
 
 
@@ -264,10 +275,12 @@ def build_graph_ir(
     outer: Mapping[str, TensorInfo] | None = None,
     restate: Restate | None = None,
     order: Sequence[int] | None = None,
+    *,
+    view_ops: frozenset[tuple[str, str]],
 ) -> ModelIR:
-    """Build the IR of one graph. ``outer`` holds the enclosing scopes' tensors a subgraph may read;
-    ``restate`` maps each new tensor, ``order`` is the graph's topological order if known (see
-    :func:`build_ir`)."""
+    """Build the IR of one graph with its index. ``outer`` holds the enclosing scopes' tensors a subgraph may read;
+    ``restate`` maps each new tensor, ``order`` is the graph's topological order if known, ``view_ops`` the view
+    op types (see :func:`build_ir`)."""
     initializer_names = {t.name for t in graph.initializer}
     tensors: dict[str, TensorInfo] = dict(outer or {})
     keep = restate or _same
@@ -329,6 +342,8 @@ def build_graph_ir(
         MappingProxyType(tensors),
         tuple(graph_inputs),
         outputs,
+        build_index(ops, view_ops),
+        view_ops,
         MappingProxyType(dict(opsets)),
         restate,
     )

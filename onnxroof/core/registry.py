@@ -1,9 +1,19 @@
-"""The one registry of cost rules, keyed by (domain, op_type).
+"""The registry of cost rules, keyed by (domain, op_type): one frozen :class:`Registry` value.
 
-A rule is a pure function ``OpView -> Cost`` registered with :func:`rule`::
+A rule is a pure function ``OpView -> Cost`` declared with :func:`rule` (or a family's :meth:`Family.rule`)::
 
-    @rule("Relu", "Abs", flops_per_element=1)   # several op types may share one rule
+    FAMILY = Family("elementwise", OpClass.ELEMENTWISE)   # a family module declares itself once
+    rule = FAMILY.rule
+
+    @rule("Relu", "Abs")                                   # several op types may share one rule
     def unary(op): ...
+
+The decorator registers nothing globally: it records the :class:`RuleEntry` values on the function (and the
+family keeps them, in order). :mod:`onnxroof.rules` builds the one registry from its family modules,
+``REGISTRY = Registry.from_families(...)``; a duplicate (domain, op_type) raises :class:`DuplicateRuleError`.
+Code that needs rules takes ``REGISTRY`` from there, or, below the rules layer, is given the facts it needs
+(the IR's index takes :attr:`Registry.view_ops`). Rules outside the bundled families (a user's own) are added
+explicitly: ``REGISTRY.with_rules(fn, ...)`` is a new registry with the entries recorded on each ``fn``.
 
 Every op is in exactly one state (fvcore's distinction, made first class):
 
@@ -22,11 +32,15 @@ counts those elements as parameters (0 for quantization metadata such as scales 
 precomputed table such as a rotary cos/sin cache); every other weight input counts its stored elements.
 Bytes never change: a weight is always charged at its stored size (MatMulNBits: params = N·K logical
 elements of the packed ``B``, bytes = packed data + scales + zero points).
+
+``op_class`` is the rule's efficiency class (:class:`~onnxroof.core.states.OpClass`, a key of a platform's
+``[efficiency]`` table): its family's unless the rule overrides it (``Exp`` in the elementwise family is
+``activation``). A family may also class op types it has no rule for (:meth:`Family.classes`: ops costed
+through their ONNX function body, fused ops a runtime creates), so an op's class has one source.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -35,11 +49,16 @@ from onnxroof.core.cost import Cost
 from onnxroof.core.errors import CostError
 from onnxroof.core.ir import OpView
 from onnxroof.core.protos import normalize_domain
-from onnxroof.core.states import Role, RuleKind, RuleStatus
+from onnxroof.core.states import OpClass, Role, RuleKind, RuleStatus
 
 RuleFn = Callable[[OpView], Cost]
 ParamsFn = Callable[[OpView], Mapping[int, float]]
 """A weight's logical elements by input index, for weights not stored one element per value (module docstring)."""
+OpKey = tuple[str, str]
+"""(normalized domain, op_type)."""
+
+_ENTRIES_ATTR = "__onnxroof_rules__"
+"""The attribute on a rule function holding the :class:`RuleEntry` values its decorators recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +70,16 @@ class RuleEntry:
     status: RuleStatus
     config_inputs: frozenset[int]
     family: str = ""
-    """The op family the rule belongs to (its module in :mod:`onnxroof.rules` declares it once, see
-    :func:`family_rule`): the roofline's efficiency class of ops not classed by type. "" for rules
-    registered without one."""
+    """The op family the rule belongs to (the :class:`Family` its module declares, or another family's name
+    for a fused op filed with its neighbours). "" for rules declared without one."""
     params: ParamsFn | None = None
     """Logical elements of weight inputs stored packed or derived (module docstring); None: stored elements."""
+    op_class: OpClass = OpClass.OTHER
+    """The efficiency class (module docstring): the family's default unless the rule overrides it."""
 
     @property
     def doc(self) -> str:
         return (self.fn.__doc__ or "").strip()
-
-
-_RULES: dict[tuple[str, str], RuleEntry] = {}
 
 
 class DuplicateRuleError(ValueError):
@@ -77,50 +94,161 @@ def rule(
     config_inputs: Iterable[int] = (),
     family: str = "",
     params: ParamsFn | None = None,
+    op_class: OpClass = OpClass.OTHER,
 ) -> Callable[[RuleFn], RuleFn]:
-    """Register ``fn`` as the cost rule of each op type in ``op_types`` (in ``domain``); ``params``, when
-    given, counts the logical elements of packed or derived weight inputs (module docstring)."""
+    """Declare ``fn`` the cost rule of each op type in ``op_types`` (in ``domain``): the entries are recorded on
+    ``fn`` (:func:`entries_of`), and a :class:`Registry` takes them in (:meth:`Registry.with_rules`). ``params``,
+    when given, counts the logical elements of packed or derived weight inputs (module docstring)."""
     if kind not in tuple(RuleKind):
         raise ValueError(f"unknown rule kind {kind!r}; expected one of {tuple(RuleKind)}")
     if status not in tuple(RuleStatus):
         raise ValueError(f"unknown rule status {status!r}")
-    kind, status = RuleKind(kind), RuleStatus(status)
+    if op_class not in tuple(OpClass):
+        raise ValueError(f"unknown op class {op_class!r}; expected one of {tuple(OpClass)}")
+    kind, status, cls = RuleKind(kind), RuleStatus(status), OpClass(op_class)
     dom = normalize_domain(domain)
+    config = frozenset(config_inputs)
 
-    def register(fn: RuleFn) -> RuleFn:
-        for op_type in op_types:
-            key = (dom, op_type)
-            if key in _RULES:
-                raise DuplicateRuleError(f"a rule for {dom or 'ai.onnx'}::{op_type} is already registered")
-            _RULES[key] = RuleEntry(dom, op_type, fn, kind, status, frozenset(config_inputs), family, params)
+    def record(fn: RuleFn) -> RuleFn:
+        made = tuple(RuleEntry(dom, t, fn, kind, status, config, family, params, cls) for t in op_types)
+        setattr(fn, _ENTRIES_ATTR, entries_of(fn) + made)
         return fn
 
-    return register
+    return record
 
 
-def family_rule(family: str) -> Callable[..., Callable[[RuleFn], RuleFn]]:
-    """:func:`rule` with ``family`` set, for a rule module to declare its family once::
+def entries_of(fn: RuleFn) -> tuple[RuleEntry, ...]:
+    """The entries :func:`rule` recorded on ``fn`` (none for a function never declared a rule)."""
+    return getattr(fn, _ENTRIES_ATTR, ())
 
-    rule = family_rule("matmul")
 
-    @rule("MatMul")
-    def matmul(op): ...
+class Family:
+    """One rule family, declared once by its module: a name and the default :class:`OpClass` of its rules.
+
+    :meth:`rule` is :func:`rule` with the family's name and class filled in (a rule may override either); the
+    family keeps the entries its module declares, in order, for :meth:`Registry.from_families`. This list is
+    filled while the module is imported and read only after: a family is complete once its module is.
     """
-    return functools.partial(rule, family=family)
+
+    __slots__ = ("_classes", "_entries", "name", "op_class")
+
+    def __init__(self, name: str, op_class: OpClass) -> None:
+        self.name = name
+        self.op_class = OpClass(op_class)
+        self._entries: list[RuleEntry] = []
+        self._classes: dict[OpKey, OpClass] = {}
+
+    def rule(
+        self, *op_types: str, family: str | None = None, op_class: OpClass | None = None, **options
+    ) -> Callable[[RuleFn], RuleFn]:
+        """:func:`rule` in this family (``family`` and ``op_class`` default to the family's)."""
+        declare = rule(
+            *op_types,
+            family=self.name if family is None else family,
+            op_class=self.op_class if op_class is None else op_class,
+            **options,
+        )
+
+        def record(fn: RuleFn) -> RuleFn:
+            before = len(entries_of(fn))
+            declare(fn)
+            self._entries.extend(entries_of(fn)[before:])
+            return fn
+
+        return record
+
+    def classes(self, *op_types: str, domain: str = "", op_class: OpClass | None = None) -> None:
+        """Class op types that have no cost rule (ops costed through their ONNX function body, fused ops a
+        runtime creates): the family's class unless ``op_class`` is given."""
+        for op_type in op_types:
+            self._classes[(normalize_domain(domain), op_type)] = OpClass(op_class or self.op_class)
+
+    @property
+    def entries(self) -> tuple[RuleEntry, ...]:
+        return tuple(self._entries)
+
+    @property
+    def class_only(self) -> Mapping[OpKey, OpClass]:
+        """The op types classed without a rule (:meth:`classes`)."""
+        return MappingProxyType(dict(self._classes))
 
 
-def lookup(domain: str, op_type: str) -> RuleEntry | None:
-    """The rule registered for (domain, op_type), or None. Rules register when their family module is
-    imported: import :mod:`onnxroof.rules` (as :mod:`onnxroof.costing.node` does) before looking up."""
-    entry = _RULES.get((domain, op_type))  # the common case: the domain is already normalized
-    if entry is None and domain == "ai.onnx":
-        entry = _RULES.get((normalize_domain(domain), op_type))
-    return entry
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """Every rule by (normalized domain, op_type), and the facts other stages read from them. Build it with
+    :meth:`from_families` or :meth:`of`; the mappings are read-only."""
 
+    rules: Mapping[OpKey, RuleEntry]
+    classes: Mapping[OpKey, OpClass]
+    """The efficiency class of every op type a family classes: each rule's, and those classed without a rule."""
+    view_ops: frozenset[OpKey]
+    """The op types whose rule kind is ``view`` (Reshape, Squeeze, Identity...): the IR's index aliases their
+    output to their input (:func:`onnxroof.core.index.build_index`)."""
+    by_type: Mapping[str, frozenset[OpClass]]
+    """op_type -> the classes it has in any domain (:meth:`type_classes`)."""
 
-def all_rules() -> tuple[RuleEntry, ...]:
-    """Every registered rule, by (domain, op_type)."""
-    return tuple(sorted(_RULES.values(), key=lambda e: (e.domain, e.op_type)))
+    @classmethod
+    def of(cls, entries: Iterable[RuleEntry], classes: Mapping[OpKey, OpClass] | None = None) -> Registry:
+        """The registry of ``entries`` (a duplicate (domain, op_type) raises :class:`DuplicateRuleError`) and of
+        op types classed without a rule (``classes``; a rule's own class wins)."""
+        rules: dict[OpKey, RuleEntry] = {}
+        for entry in entries:
+            key = (entry.domain, entry.op_type)
+            if key in rules:
+                raise DuplicateRuleError(
+                    f"a rule for {entry.domain or 'ai.onnx'}::{entry.op_type} is already registered"
+                )
+            rules[key] = entry
+        by_class = dict(classes or {})
+        by_class.update((key, entry.op_class) for key, entry in rules.items())
+        views = frozenset(key for key, entry in rules.items() if entry.kind == RuleKind.VIEW)
+        by_type: dict[str, set[OpClass]] = {}
+        for (_, op_type), op_class in by_class.items():
+            by_type.setdefault(op_type, set()).add(op_class)
+        frozen_by_type = MappingProxyType({k: frozenset(v) for k, v in by_type.items()})
+        return cls(MappingProxyType(rules), MappingProxyType(by_class), views, frozen_by_type)
+
+    @classmethod
+    def from_families(cls, *families: Family) -> Registry:
+        """The registry of every rule the ``families`` declare (and the op types they class without a rule)."""
+        classes: dict[OpKey, OpClass] = {}
+        for family in families:
+            classes.update(family.class_only)
+        return cls.of((entry for family in families for entry in family.entries), classes)
+
+    def with_rules(self, *fns: RuleFn) -> Registry:
+        """A new registry: this one and the rules recorded on ``fns`` by :func:`rule` (a user's own rules; a
+        (domain, op_type) this registry already has raises :class:`DuplicateRuleError`)."""
+        added = [entry for fn in fns for entry in entries_of(fn)]
+        if not added:
+            raise ValueError("with_rules: none of the functions was declared a rule (decorate it with @rule)")
+        unruled = {key: cls for key, cls in self.classes.items() if key not in self.rules}
+        return Registry.of((*self.rules.values(), *added), unruled)
+
+    def lookup(self, domain: str, op_type: str) -> RuleEntry | None:
+        """The rule for (domain, op_type), or None (``ai.onnx`` is the default domain)."""
+        entry = self.rules.get((domain, op_type))  # the common case: the domain is already normalized
+        if entry is None and domain == "ai.onnx":
+            entry = self.rules.get((normalize_domain(domain), op_type))
+        return entry
+
+    def all_rules(self) -> tuple[RuleEntry, ...]:
+        """Every rule, by (domain, op_type)."""
+        return tuple(sorted(self.rules.values(), key=lambda e: (e.domain, e.op_type)))
+
+    def op_class(self, domain: str, op_type: str) -> OpClass:
+        """The efficiency class of (domain, op_type): its rule's, or the class a family gives it without a rule;
+        ``other`` for an op no family classes. (``depthwise`` refines ``conv`` per node:
+        :func:`onnxroof.costing.opclass.op_class`.)"""
+        found = self.classes.get((domain, op_type))
+        if found is None and domain == "ai.onnx":
+            found = self.classes.get(("", op_type))
+        return OpClass.OTHER if found is None else found
+
+    def type_classes(self, op_type: str) -> frozenset[OpClass]:
+        """The classes ``op_type`` has in any domain (for op types known only by name, such as a fused kernel's
+        members)."""
+        return self.by_type.get(op_type, frozenset())
 
 
 def data_inputs(op: OpView, entry: RuleEntry) -> list:

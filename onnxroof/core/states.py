@@ -55,3 +55,27 @@ class Role(StrEnum):
     WEIGHT = "weight"  # an initializer, a Constant, or computed from weights alone
     STATIC = "static"  # computed from shapes alone (Shape → Gather → Concat): not parameters
     ACTIVATION = "activation"  # computed per inference
+
+
+class OpClass(StrEnum):
+    """The efficiency class of an op or kernel: a key of a platform's ``[efficiency]`` table (FRAME-style derating).
+
+    Each rule family declares its default class and a rule may override it (:class:`onnxroof.core.registry.Family`);
+    a fusion pattern that renames its kernel declares the class of what it produces. ``depthwise`` is never
+    declared: it refines ``conv`` per node (``group > 1`` and ``group`` equal to the input channels, or any grouped
+    convolution when the channels are unknown)."""
+
+    MATMUL = "matmul"
+    CONV = "conv"
+    DEPTHWISE = "depthwise"
+    ACTIVATION = "activation"  # transcendental elementwise ops and fused activations (Erf, Exp, Sigmoid, Gelu...)
+    ELEMENTWISE = "elementwise"
+    NORMALIZATION = "normalization"
+    LRN = "lrn"  # local response normalization: plain loops far below the roofline in most runtimes
+    SOFTMAX = "softmax"
+    POOLING = "pooling"
+    REDUCTION = "reduction"
+    MOVEMENT = "movement"
+    INDEXING = "indexing"
+    RECURRENT = "recurrent"
+    OTHER = "other"

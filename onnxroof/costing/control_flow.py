@@ -60,7 +60,14 @@ class BodyCost:
 
 
 def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCost:
-    body = build_graph_ir(graph, scope.opsets, graph_value_types(graph), outer=scope.tensors, restate=scope.restate)
+    body = build_graph_ir(
+        graph,
+        scope.opsets,
+        graph_value_types(graph),
+        outer=scope.tensors,
+        restate=scope.restate,
+        view_ops=scope.view_ops,
+    )
     total, launches, weights, unsupported, unknown = Cost.zero(), 0, {}, [], 0
     uncosted: list[str] = []
     for op in body.ops:

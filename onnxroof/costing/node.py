@@ -1,7 +1,5 @@
-"""The cost of one node: its state and its Cost from the registered rule (control flow through its bodies).
-
-Importing this module registers every rule family (:mod:`onnxroof.rules`).
-"""
+"""The cost of one node: its state and its Cost from its rule in :data:`onnxroof.rules.REGISTRY` (control flow
+through its bodies)."""
 
 from __future__ import annotations
 
@@ -14,15 +12,14 @@ from types import MappingProxyType
 import onnx
 import onnx.defs
 
-import onnxroof.rules  # noqa: F401  (registers every rule family)
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.index import graph_index
 from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView, TensorInfo
-from onnxroof.core.registry import RuleEntry, evaluate_with_weights, lookup, weight_table
+from onnxroof.core.registry import RuleEntry, evaluate_with_weights, weight_table
 from onnxroof.core.states import NodeState, Role, RuleKind
 from onnxroof.costing.control_flow import NodeCost, cost_body, cost_control_flow
 from onnxroof.costing.function import expand_function
+from onnxroof.rules import REGISTRY
 
 _ROOTS_KEY = "weight_roots"
 #: Names exporters give the rotary-embedding tables (``model.rotary_emb.cos_cached``, ``cos_cache``,
@@ -78,7 +75,7 @@ def weight_entries(
         table = weight_table(op, entry)
     if not table:
         return _NO_WEIGHTS  # one shared empty mapping: most nodes read no weight
-    root = graph_index(scope).root
+    root = scope.index.root
     found: dict[str, tuple[float, float]] = {}
     for name, (params, nbytes) in table.items():
         key = root(name)
@@ -101,7 +98,7 @@ def derived_roots(name: str, scope: ModelIR) -> tuple[TensorInfo, ...] | None:
     memo: dict[str, tuple[TensorInfo, ...] | None] = scope.memo.setdefault(_ROOTS_KEY, {})
     if name in memo:
         return memo[name]
-    producer = graph_index(scope).producer
+    producer = scope.index.producer
 
     def sources(tensor: str) -> list[TensorInfo]:
         """The weights a tensor is computed from (none for a root: an initializer, a ``Constant``, a
@@ -112,7 +109,7 @@ def derived_roots(name: str, scope: ModelIR) -> tuple[TensorInfo, ...] | None:
         op = scope.op(op_id)
         if op is None or _is_constant_node(op):
             return []
-        rule = lookup(op.domain, op.op_type)
+        rule = REGISTRY.lookup(op.domain, op.op_type)
         config = rule.config_inputs if rule is not None else frozenset()  # a Reshape's shape: not parameters
         only = _VALUE_INPUTS.get(op.op_type)
         return [
@@ -147,7 +144,7 @@ def _is_constant_node(op: OpView) -> bool:
 
 def is_known_op(op: OpView) -> bool:
     """Whether ``op`` has a cost rule or an ONNX schema (ai.onnx, ai.onnx.ml...): only such ops fold."""
-    return lookup(op.domain, op.op_type) is not None or _has_schema(op.op_type, op.domain)
+    return REGISTRY.lookup(op.domain, op.op_type) is not None or _has_schema(op.op_type, op.domain)
 
 
 @functools.cache
@@ -165,7 +162,7 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
         return _FOLDED
     if op.subgraphs and op.op_type in CONTROL_FLOW_OPS and op.op_type != "SequenceMap":
         return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph), root_graph)
-    entry = lookup(op.domain, op.op_type)
+    entry = REGISTRY.lookup(op.domain, op.op_type)
     if entry is None:
         return _cost_function_body(op, scope, root_graph)
     if entry.kind.moves_nothing:

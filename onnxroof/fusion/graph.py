@@ -1,7 +1,7 @@
 """The fusion pass's working state: read-only lookups over the IR, and the kernels being built.
 
 :class:`FusionGraph` holds read-only lookups for one :func:`onnxroof.fusion.fuse.fuse` call (producers, consumers
-and view aliases from the IR's index, :func:`onnxroof.core.index.graph_index`; which nodes are costed and
+and view aliases from the IR's index, :attr:`onnxroof.core.ir.ModelIR.index`; which nodes are costed and
 elementwise); :class:`Unit` is one kernel under construction; and
 :class:`PassState` owns the units, merges them as patterns apply, and records the candidates that did not fuse.
 """
@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-import onnxroof.rules  # noqa: F401  (registers every rule family: nodes are grouped by rule kind)
-from onnxroof.core.index import graph_index
 from onnxroof.core.ir import ModelIR, OpView
-from onnxroof.core.registry import RuleEntry, lookup
+from onnxroof.core.registry import RuleEntry
 from onnxroof.core.states import NodeState, RuleKind
 from onnxroof.costing.control_flow import NodeCost
+from onnxroof.rules import REGISTRY
 
 #: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
 #: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
@@ -52,10 +51,10 @@ class FusionGraph:
             if by_type is None:
                 by_type = self.types[op.domain] = {}
             if op.op_type not in by_type:
-                entry = lookup(op.domain, op.op_type)
+                entry = REGISTRY.lookup(op.domain, op.op_type)
                 elementwise = entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS)
                 by_type[op.op_type] = _OpType(entry, entry.kind if entry is not None else "", elementwise)
-        self.index = graph_index(ir)
+        self.index = ir.index
         self.producer: Mapping[str, str] = self.index.producer
         self.consumers: Mapping[str, tuple[str, ...]] = self.index.consumers
         self.alias_children: Mapping[str, tuple[str, ...]] = self.index.view_children

@@ -119,6 +119,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from onnxroof.core.states import OpClass
+
 # ------------------------------------------------------------------------------------------- the data types
 
 
@@ -145,12 +147,14 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class FunctionPattern:
-    """A decomposed function recognised as one kernel of op type ``produces``."""
+    """A decomposed function recognised as one kernel of op type ``produces``, of efficiency class ``op_class``."""
 
     name: str
     produces: str
     variants: tuple[tuple[Step, ...], ...]
     description: str
+    op_class: OpClass
+    """The efficiency class of the kernel the runtime runs (``produces``'s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +164,8 @@ class EdgePattern:
     ``direction``: ``consumer`` (the neighbour reads the anchor's output) or ``producer`` (the neighbour
     produces one of the anchor node's inputs). ``fold``: the neighbour's FLOPs and parameters vanish (folded
     into the anchor's weights at load time). ``produces``: the merged kernel's op type (None keeps the
-    anchor's). ``orphans``: op types that, when left unfused, are explained by this pattern.
+    anchor's) and ``op_class`` its efficiency class (given exactly when ``produces`` is). ``orphans``: op types that,
+    when left unfused, are explained by this pattern.
     """
 
     name: str
@@ -172,6 +177,7 @@ class EdgePattern:
     fold: bool = False
     produces: str | None = None
     orphans: frozenset[str] = frozenset()
+    op_class: OpClass | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,30 +264,42 @@ GELU_ERF = FunctionPattern(
     "Gelu",
     _variants(*(_GELU_ERF + half for half in _HALF)),
     "0.5·x·(1 + erf(x/√2)) as exported (Div or Mul by a constant, Erf, Add 1, two Muls) → one Gelu kernel",
+    op_class=OpClass.ACTIVATION,
 )
 GELU_TANH = FunctionPattern(
     "gelu_tanh",
     "GeluTanh",
     _variants(*(cube + "\n" + _GELU_TANH + half for cube in _CUBES for half in _HALF)),
     "0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (x³ as Pow or two Muls) → one tanh-GELU kernel",
+    op_class=OpClass.ACTIVATION,
 )
 SILU = FunctionPattern(
-    "silu", "SiLU", _variants("s = Sigmoid($x)\ny = Mul($x, $s)"), "x·sigmoid(x) → one SiLU kernel (ORT: QuickGelu)"
+    "silu",
+    "SiLU",
+    _variants("s = Sigmoid($x)\ny = Mul($x, $s)"),
+    "x·sigmoid(x) → one SiLU kernel (ORT: QuickGelu)",
+    op_class=OpClass.ACTIVATION,
 )
 HARDSWISH = FunctionPattern(
-    "hardswish", "HardSwish", _variants("s = HardSigmoid($x)\ny = Mul($x, $s)"), "x·HardSigmoid(x) → one HardSwish"
+    "hardswish",
+    "HardSwish",
+    _variants("s = HardSigmoid($x)\ny = Mul($x, $s)"),
+    "x·HardSigmoid(x) → one HardSwish",
+    op_class=OpClass.ACTIVATION,
 )
 LAYERNORM = FunctionPattern(
     "layernorm",
     "LayerNormalization",
     _variants(*(_LN_STATS + norm + _LN_AFFINE for norm in _LN_NORM)),
     "ReduceMean, Sub, Pow/Mul, ReduceMean, Add ε, Sqrt, Div (or Reciprocal·Mul), [·γ], [+β] → one LayerNorm",
+    op_class=OpClass.NORMALIZATION,
 )
 RMSNORM = FunctionPattern(
     "rmsnorm",
     "RMSNormalization",
     _variants(*(_RMS_STATS + norm + _RMS_AFFINE for norm in _RMS_NORM)),
     "[Cast], Pow/Mul, ReduceMean, Add ε, Sqrt, Div (or Reciprocal·Mul), [Cast], [·γ] → one RMSNorm",
+    op_class=OpClass.NORMALIZATION,
 )
 
 # ONNX Runtime's own matchers (GeluFusion, LayerNormFusion, SimplifiedLayerNormFusion) are narrower, as checked
@@ -296,18 +314,21 @@ ORT_GELU = FunctionPattern(
     "Gelu",
     _variants(*("s = Div($x, c)\ne = Erf($s)\na = Add($e, c)\n" + half for half in _HALF[:2])),
     "erf-GELU as ONNX Runtime's GeluFusion recognises it → com.microsoft.Gelu",
+    op_class=OpClass.ACTIVATION,
 )
 ORT_LAYERNORM = FunctionPattern(
     "ort_layernorm",
     "LayerNormalization",
     _variants(*(_ORT_LN_STATS + norm + "\ng = Mul($n, c)\ny = Add($g, c)" for norm in _ORT_LN_NORM)),
     "decomposed LayerNorm as ONNX Runtime's LayerNormFusion recognises it → LayerNormalization",
+    op_class=OpClass.NORMALIZATION,
 )
 ORT_RMSNORM = FunctionPattern(
     "ort_rmsnorm",
     "RMSNormalization",
     _variants(*(_ORT_RMS_STATS + norm + "\nnc? = Cast($n)\ny = Mul($nc, c)" for norm in _ORT_RMS_NORM)),
     "decomposed RMSNorm as ONNX Runtime's SimplifiedLayerNormFusion recognises it → SimplifiedLayerNormalization",
+    op_class=OpClass.NORMALIZATION,
 )
 
 # The attention chain as eager exports write it: QKᵀ, a scale (Div or Mul by a constant), a mask (Add of a mask
@@ -330,6 +351,7 @@ ATTENTION = FunctionPattern(
     _variants(_ATTENTION),
     "MatMul QKᵀ → [scale] → [mask] → [Cast] → Softmax → [Cast] → MatMul V → one flash-attention kernel (the S×T "
     "scores stay on chip)",
+    op_class=OpClass.OTHER,
 )
 
 # ------------------------------------------------------------------------------------------- activations
@@ -414,6 +436,7 @@ CONV_RESIDUAL = EdgePattern(
     (_SOLE, check("residual_operand")),
     "Conv → Add of a same-shape run-time tensor (a residual) in the convolution's epilogue",
     produces="ConvResidual",
+    op_class=OpClass.CONV,
 )
 CONV_ACTIVATION = EdgePattern(
     "conv_activation",
@@ -423,6 +446,7 @@ CONV_ACTIVATION = EdgePattern(
     (_SOLE, check("clip_constant")),
     "Conv (+ residual) → activation in the convolution's epilogue",
     produces="FusedConv",
+    op_class=OpClass.CONV,
 )
 ORT_CONV_ACTIVATION = EdgePattern(
     "ort_conv_activation",
@@ -437,6 +461,7 @@ ORT_CONV_ACTIVATION = EdgePattern(
     ),
     "Conv → Relu/Sigmoid/Tanh/LeakyRelu/HardSigmoid/Clip → com.microsoft.FusedConv (ORT ConvActivationFusion)",
     produces="FusedConv",
+    op_class=OpClass.CONV,
 )
 MATMUL_ADD = EdgePattern(
     "matmul_add",
@@ -446,6 +471,7 @@ MATMUL_ADD = EdgePattern(
     (_SOLE, check("matmul_add_shapes")),
     "MatMul → Add → one Gemm (ORT MatMulAddFusion; an N-D A is reshaped to 2-D around the Gemm)",
     produces="Gemm",
+    op_class=OpClass.MATMUL,
 )
 MATMUL_BIAS = EdgePattern(
     "matmul_bias",
@@ -479,6 +505,7 @@ ORT_GEMM_ACTIVATION = EdgePattern(
     (_SOLE, check("ops_in", ORT_GEMM_ACTIVATIONS, "FusedGemm"), check("gemm_2d")),
     "Gemm (or a 2-D MatMul+Add) → activation → com.microsoft.FusedGemm (ORT GemmActivationFusion)",
     produces="FusedGemm",
+    op_class=OpClass.MATMUL,
 )
 GEMM_ACTIVATION = EdgePattern(
     "gemm_activation",
@@ -488,6 +515,7 @@ GEMM_ACTIVATION = EdgePattern(
     (_SOLE, check("clip_constant")),
     "MatMul/Gemm (+ bias) → activation in the GEMM epilogue",
     produces="FusedGemm",
+    op_class=OpClass.MATMUL,
 )
 BIAS_GELU = EdgePattern(
     "bias_gelu",
@@ -497,6 +525,7 @@ BIAS_GELU = EdgePattern(
     (_SOLE, check("bias_operand")),
     "Add of a bias → Gelu → com.microsoft.BiasGelu (ORT BiasGeluFusion)",
     produces="BiasGelu",
+    op_class=OpClass.ACTIVATION,
 )
 SKIP_LAYERNORM = EdgePattern(
     "skip_layernorm",
@@ -506,6 +535,7 @@ SKIP_LAYERNORM = EdgePattern(
     (_SOLE, check("skip_operands")),
     "residual Add → LayerNorm → one SkipLayerNormalization (ORT SkipLayerNormFusion)",
     produces="SkipLayerNormalization",
+    op_class=OpClass.NORMALIZATION,
 )
 SKIP_RMSNORM = EdgePattern(
     "skip_rmsnorm",
@@ -515,6 +545,7 @@ SKIP_RMSNORM = EdgePattern(
     (_SOLE, check("skip_operands")),
     "residual Add → RMSNorm → one SkipSimplifiedLayerNormalization",
     produces="SkipLayerNormalization",
+    op_class=OpClass.NORMALIZATION,
 )
 SKIP_LAYERNORM_BIAS = EdgePattern(
     "skip_layernorm_bias",
@@ -544,22 +575,22 @@ ATTENTION_OUTPUT = EdgePattern(
 #: A QDQ node unit's anchor → the quantized op ONNX Runtime runs for it, the anchor's bias input (int32; None:
 #: none) and whether all its quantized operands must share one type (elementwise ops) or not (uint8 activations
 #: with int8 weights are the usual convolution/GEMM pairing).
-_QDQ_OPS: dict[str, tuple[str, int | None, bool]] = {
-    "Conv": ("QLinearConv", 2, False),
-    "MatMul": ("QLinearMatMul", None, False),
-    "Gemm": ("QGemm", 2, False),
-    "Add": ("QLinearAdd", None, True),
-    "Mul": ("QLinearMul", None, True),
-    "GlobalAveragePool": ("QLinearGlobalAveragePool", None, True),
-    "Sigmoid": ("QLinearSigmoid", None, True),
-    "LeakyRelu": ("QLinearLeakyRelu", None, True),
+_QDQ_OPS: dict[str, tuple[str, int | None, bool, OpClass]] = {
+    "Conv": ("QLinearConv", 2, False, OpClass.CONV),
+    "MatMul": ("QLinearMatMul", None, False, OpClass.MATMUL),
+    "Gemm": ("QGemm", 2, False, OpClass.MATMUL),
+    "Add": ("QLinearAdd", None, True, OpClass.OTHER),
+    "Mul": ("QLinearMul", None, True, OpClass.OTHER),
+    "GlobalAveragePool": ("QLinearGlobalAveragePool", None, True, OpClass.OTHER),
+    "Sigmoid": ("QLinearSigmoid", None, True, OpClass.OTHER),
+    "LeakyRelu": ("QLinearLeakyRelu", None, True, OpClass.OTHER),
 }
 #: The anchors whose quantized op is an integer product, computing at the platform's int8 peak.
 _INTEGER_PRODUCTS = ("Conv", "MatMul", "Gemm")
 
 
 def _qdq(anchor: str) -> EdgePattern:
-    produces, bias, same_type = _QDQ_OPS[anchor]
+    produces, bias, same_type, op_class = _QDQ_OPS[anchor]
     at = " computing at int8" if anchor in _INTEGER_PRODUCTS else ""
     weights = " (weights through a folded DequantizeLinear)" if anchor in _INTEGER_PRODUCTS else ""
     return EdgePattern(
@@ -570,13 +601,14 @@ def _qdq(anchor: str) -> EdgePattern:
         (check("dequantized_operands", produces, bias, same_type, bias is not None), _SOLE),
         f"DequantizeLinear → {anchor}{weights} → QuantizeLinear → one {produces}{at} (ORT's QDQ selector-actions)",
         produces=produces,
+        op_class=op_class,
     )
 
 
 QDQ_OPS = tuple(_qdq(anchor) for anchor in _QDQ_OPS)
 QDQ_INPUT = EdgePattern(
     "qdq_input",
-    frozenset(produces for produces, _, _ in _QDQ_OPS.values()),
+    frozenset(produces for produces, *_ in _QDQ_OPS.values()),
     frozenset({"DequantizeLinear"}),
     PRODUCER,
     (check("sole_consumer", "ONNX Runtime gives each consumer its own copy; onnxroof runs it once, in float"),),

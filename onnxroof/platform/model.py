@@ -91,7 +91,7 @@ EFFICIENCY_CLASSES: tuple[str, ...] = (
     "recurrent",
     "other",
 )
-"""Op classes an ``[efficiency]`` table may derate (see :func:`onnxroof.roofline.classify.op_class`)."""
+"""Op classes an ``[efficiency]`` table may derate (see :class:`onnxroof.core.states.OpClass`)."""
 SPARSITY_KINDS: tuple[str, ...] = ("2:4", "unstructured", "none")
 """What zeros a platform's compute units can skip: 2:4 structured weight sparsity, any zero, or none."""
 ENERGY_LEVELS: tuple[str, ...] = ("dram", "onchip")

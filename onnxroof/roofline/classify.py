@@ -10,7 +10,9 @@ it computes in):
   assumed warm, as in repeated inference. The effective bandwidth is
   ``W = B / (C / W_dram + H / W_H)`` (``= W_H`` when ``C = 0``);
 * efficiency ``e`` in (0, 1]: the platform's ``[efficiency]`` figure for the kernel's op class (FRAME-style
-  derating, see :func:`op_class`), 1 when no class is given or the platform has no figure for it;
+  derating; the class is declared by the op's rule, :mod:`onnxroof.costing.opclass`, or by the fusion pattern
+  that renamed the kernel, :mod:`onnxroof.fusion.opclass`), 1 when no class is given or the platform has no
+  figure for it;
 * intensity ``I = F / B`` (FLOP/byte); ridge ``R = P / W``;
 * attainable FLOP/s ``= e · min(P, I · W)`` (the roofline, derated);
 * ``t_compute = F / (e · P)``, ``t_memory = B / (e · W) = (C / W_dram + H / W_H) / e``;
@@ -30,18 +32,13 @@ roof and ``e = 1``: the plain roofline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
-import onnxroof.rules  # noqa: F401  (op_class looks up rule families)
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import PlatformError
-from onnxroof.core.registry import lookup
 from onnxroof.core.states import Bound
-from onnxroof.fusion.patterns import PATTERNS_BY_NAME
 from onnxroof.platform.model import PRECISION_FALLBACK, Platform
 from onnxroof.roofline.energy import Energy
 from onnxroof.roofline.place import Work, floats, place
@@ -80,148 +77,6 @@ def resolve_precision(platform: Platform, wanted: str) -> str:
     if not available:
         raise PlatformError(f"{platform.path}: no peak figures")
     return available[0]
-
-
-#: Op types by efficiency class, where the class is not simply the family of the op's cost rule: fused ops a
-#: runtime creates, transcendental elementwise ops (activation), norms and softmax.
-_CLASS_OPS: dict[str, frozenset[str]] = {
-    "matmul": frozenset(
-        {
-            "MatMul",
-            "Gemm",
-            "Einsum",
-            "FusedMatMul",
-            "FusedGemm",
-            "MatMulInteger",
-            "QLinearMatMul",
-            "MatMulIntegerToFloat",
-            "DynamicQuantizeMatMul",
-            "MatMulNBits",
-            "QGemm",
-        }
-    ),
-    "conv": frozenset({"Conv", "ConvTranspose", "FusedConv", "ConvResidual", "QLinearConv", "ConvInteger", "NhwcConv"}),
-    "activation": frozenset(
-        {
-            "Erf",
-            "Exp",
-            "Log",
-            "Sigmoid",
-            "Tanh",
-            "Gelu",
-            "BiasGelu",
-            "FastGelu",
-            "QuickGelu",
-            "GeluTanh",
-            "SiLU",
-            "Swish",
-            "Mish",
-            "Softplus",
-            "Softsign",
-            "HardSwish",
-            "Elu",
-            "Selu",
-            "Celu",
-            "Pow",
-            "Sqrt",
-            "Reciprocal",
-            "Sin",
-            "Cos",
-            "Tan",
-            "Asin",
-            "Acos",
-            "Atan",
-            "Sinh",
-            "Cosh",
-            "Asinh",
-            "Acosh",
-            "Atanh",
-        }
-    ),
-    # at inference a per-channel scale and shift; (de)quantization a per-element one
-    "elementwise": frozenset({"BatchNormalization", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}),
-    "normalization": frozenset(
-        {
-            "LayerNormalization",
-            "SkipLayerNormalization",
-            "SimplifiedLayerNormalization",
-            "SkipSimplifiedLayerNormalization",
-            "RMSNormalization",
-            "GroupNormalization",
-            "InstanceNormalization",
-            "MeanVarianceNormalization",
-        }
-    ),
-    "lrn": frozenset({"LRN"}),
-    "softmax": frozenset({"Softmax", "LogSoftmax", "Hardmax"}),
-}
-_CLASS_OF_OP = {op: cls for cls, ops in _CLASS_OPS.items() for op in ops}
-#: Cost-rule family (:attr:`RuleEntry.family`, declared once by each module of ``onnxroof.rules``) to efficiency
-#: class, for every other op.
-_FAMILY_CLASS = {
-    "matmul": "matmul",
-    "conv": "conv",
-    "elementwise": "elementwise",
-    "normalization": "normalization",
-    "pooling": "pooling",
-    "reduction": "reduction",
-    "movement": "movement",
-    "indexing": "indexing",
-    "recurrent": "recurrent",
-}
-
-
-def op_class(
-    op_type: str, domain: str = "", attrs: Mapping[str, Any] | None = None, channels: int | None = None
-) -> str:
-    """The efficiency class of an op (a key of a platform's ``[efficiency]`` table).
-
-    ``matmul``, ``conv``, ``activation`` (transcendental elementwise ops and the fused activations: Erf, Exp,
-    Sigmoid, Tanh, Gelu...), ``normalization`` (Layer/Skip/RMS/Group/Instance norms; BatchNormalization, at
-    inference a per-channel scale and shift, is ``elementwise``), ``lrn`` (local response
-    normalization, a class of its own because runtimes implement it as plain loops far below the roofline)
-    and ``softmax`` are listed by op type; any other op takes the family of its cost rule (``elementwise``,
-    ``pooling``, ``reduction``, ``movement``, ``indexing``, ``recurrent``), else ``other``. A Conv whose
-    ``group`` attribute is above 1 and equals its input ``channels`` (or any grouped Conv when ``channels``
-    is unknown) is ``depthwise``.
-    """
-    cls = _CLASS_OF_OP.get(op_type)
-    if cls is None:
-        entry = lookup(domain, op_type)
-        cls = _FAMILY_CLASS.get(entry.family if entry is not None else "", "other")
-    if cls == "conv":
-        group = int((attrs or {}).get("group", 1) or 1)
-        if group > 1 and (channels is None or group == channels):
-            return "depthwise"
-    return cls
-
-
-def kernel_op_class(
-    op_types: Sequence[str],
-    patterns: Sequence[str] = (),
-    domain: str = "",
-    attrs: Mapping[str, Any] | None = None,
-    channels: int | None = None,
-) -> str:
-    """The efficiency class of a kernel: that of the op the runtime runs for it.
-
-    A fused kernel whose fusion patterns rename it (``Conv`` + ``Relu`` → ``FusedConv``, ``Add`` +
-    ``LayerNormalization`` → ``SkipLayerNormalization``, erf-GELU → ``Gelu``) takes the class of the last
-    name given; a generic pointwise fusion is ``activation`` when any member is, else ``elementwise``;
-    any other kernel takes its anchor's (first op's) class. ``domain``, ``attrs`` and ``channels`` are the
-    anchor's (see :func:`op_class`).
-    """
-    produced = None
-    for name in reversed(patterns):
-        found = PATTERNS_BY_NAME.get(name)
-        if found is not None and getattr(found, "produces", None):
-            produced = found.produces
-            break
-    if produced is not None:
-        return op_class(produced, domain, attrs, channels)
-    if "pointwise" in patterns:
-        return "activation" if any(_CLASS_OF_OP.get(t) == "activation" for t in op_types) else "elementwise"
-    return op_class(op_types[0], domain, attrs, channels) if op_types else "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,10 +120,11 @@ def classify(
 
     ``runs=False`` (views, folded constants, unsupported ops) gives a zero-time point bound ``none``.
     ``launches`` kernels pay the launch overhead (a control-flow node launches its body's kernels each
-    iteration). ``op_class`` selects the platform's efficiency figure; ``hierarchy=False`` ignores measured cache
-    levels and uses the DRAM bandwidth; ``cold_bytes`` of the kernel's bytes come from DRAM even when the working
-    set would fit a cache level (clamped to ``[0, B]``); ``utilization`` is the processing-element array
-    utilization of a GEMM-like kernel (:func:`onnxroof.roofline.pe_array.utilization`).
+    iteration). ``op_class`` (:class:`~onnxroof.core.states.OpClass`) selects the platform's efficiency figure;
+    ``hierarchy=False`` ignores measured cache levels and uses the DRAM bandwidth; ``cold_bytes`` of the kernel's
+    bytes come from DRAM even when the working set would fit a cache level (clamped to ``[0, B]``);
+    ``utilization`` is the processing-element array utilization of a GEMM-like kernel
+    (:func:`onnxroof.roofline.pe_array.utilization`).
     """
     target = platform if hierarchy or not platform.cache_levels else replace(platform, cache_levels=())
     work = Work(

@@ -16,35 +16,9 @@ utilization. A convolution is the implicit GEMM of each group: ``M = N · Π out
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
-from onnxroof.core.gemm import GemmShape, gemm_shape
-from onnxroof.core.ir import OpView
+from onnxroof.core.gemm import GemmShape
 from onnxroof.platform.model import PEArray
-
-#: The ops mapped onto the array: the forward products and convolutions (ConvTranspose's scatter is not).
-ARRAY_OPS = frozenset(
-    {"MatMul", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "Gemm", "FusedGemm", "QGemm"}
-    | {"Conv", "FusedConv", "ConvInteger", "QLinearConv", "NhwcConv"}
-)
-
-
-def array_gemm(op: OpView) -> GemmShape | None:
-    """The GEMM an op maps onto the array (:func:`onnxroof.core.gemm.gemm_shape`), or None for ops that are not
-    in :data:`ARRAY_OPS` or whose GEMM dims are not all static."""
-    if op.op_type not in ARRAY_OPS:
-        return None
-    shape = gemm_shape(op)
-    return shape if shape is not None and shape.complete else None
-
-
-def first_gemm_shape(ops: Iterable[OpView]) -> GemmShape | None:
-    """The GEMM of the first GEMM-like member of a kernel (its anchor, or the Conv inside a QDQ group)."""
-    for op in ops:
-        shape = array_gemm(op)
-        if shape is not None:
-            return shape
-    return None
 
 
 def utilization(shape: GemmShape, array: PEArray) -> float:

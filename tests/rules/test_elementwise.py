@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import all_rules, lookup
 from onnxroof.core.states import RuleStatus
+from onnxroof.rules import REGISTRY
 
 F32 = "float32"
 SHAPE = (2, 3, 4)
@@ -214,7 +214,7 @@ def test_castlike_target_is_config():
     assert c.bytes_read == N * 4  # target_type's data is never read
     assert c.bytes_written == N * 2
     assert c.params == 0
-    assert lookup("", "CastLike").config_inputs == {1}
+    assert REGISTRY.lookup("", "CastLike").config_inputs == {1}
 
 
 # ------------------------------------------------------------------------------------ unknown shape
@@ -263,7 +263,7 @@ MODULE = "onnxroof.rules.elementwise"
 
 
 def test_every_rule_documented():
-    entries = [e for e in all_rules() if e.fn.__module__ == MODULE]
+    entries = [e for e in REGISTRY.all_rules() if e.fn.__module__ == MODULE]
     assert len(entries) > 60
     for e in entries:
         assert "Formula:" in e.doc, e.op_type
@@ -273,6 +273,6 @@ def test_every_rule_documented():
 
 
 def test_generated_docstrings_carry_their_constant():
-    assert "FLOPs = 4 · N_out" in lookup("", "Sigmoid").doc
-    assert "exp" in lookup("", "Sigmoid").doc
-    assert "FLOPs = 6 · N_out" in lookup("com.microsoft", "QuickGelu").doc
+    assert "FLOPs = 4 · N_out" in REGISTRY.lookup("", "Sigmoid").doc
+    assert "exp" in REGISTRY.lookup("", "Sigmoid").doc
+    assert "FLOPs = 6 · N_out" in REGISTRY.lookup("com.microsoft", "QuickGelu").doc

@@ -12,8 +12,8 @@ from onnx import TensorProto, helper
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import all_rules, lookup
 from onnxroof.core.states import RuleStatus
+from onnxroof.rules import REGISTRY
 from onnxroof.rules.generators import RANDOM_FLOPS_PER_ELEMENT
 
 F32, I64 = 4, 8
@@ -38,7 +38,7 @@ def test_constant_costs_nothing_at_inference():
     ],
 )
 def test_config_inputs_are_declared(op_type, config):
-    assert lookup("", op_type).config_inputs == config
+    assert REGISTRY.lookup("", op_type).config_inputs == config
 
 
 @settings(max_examples=50, deadline=None)
@@ -87,11 +87,11 @@ def test_range_of_unknown_length_is_not_guessed():
 def test_random_generators_write_their_output(op_type, inputs, attrs):
     cost = cost_of(make_op(op_type, inputs, [([16, 4], "float32")], **attrs))
     assert cost == Cost(flops=RANDOM_FLOPS_PER_ELEMENT * 16 * 4, bytes_written=16 * 4 * F32)
-    assert lookup("", op_type).status == RuleStatus.APPROXIMATE
+    assert REGISTRY.lookup("", op_type).status == RuleStatus.APPROXIMATE
 
 
 def test_every_generator_rule_documents_formula_and_bytes():
-    entries = [e for e in all_rules() if e.fn.__module__ == "onnxroof.rules.generators"]
+    entries = [e for e in REGISTRY.all_rules() if e.fn.__module__ == "onnxroof.rules.generators"]
     assert {e.op_type for e in entries} >= {"Constant", "ConstantOfShape", "EyeLike", "Range"}
     for entry in entries:
         assert "Formula:" in entry.doc and "Bytes:" in entry.doc, entry.op_type

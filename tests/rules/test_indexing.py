@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import all_rules, lookup
 from onnxroof.core.states import RuleStatus
+from onnxroof.rules import REGISTRY
 from onnxroof.rules.indexing import BOX_AREA_FLOPS, IOU_FLOPS
 
 V, D, B, S = 50_000, 768, 4, 128
@@ -121,7 +121,7 @@ def test_one_hot_reads_indices_and_writes_the_output():
 def test_unique_sorts_and_counts_only_static_outputs():
     n = 1024
     op = make_op("Unique", [([n], "int64")], [([None], "int64"), ([None], "int64"), ([n], "int64"), ([None], "int64")])
-    assert lookup("", "Unique").status == RuleStatus.APPROXIMATE
+    assert REGISTRY.lookup("", "Unique").status == RuleStatus.APPROXIMATE
     # Y, indices and counts are data-dependent: only inverse_indices ([n] int64) is counted.
     assert cost_of(op) == Cost(flops=n * math.log2(n), bytes_read=n * I64, bytes_written=n * I64)
 
@@ -150,7 +150,7 @@ def test_non_max_suppression_upper_bound():
     )
     cost = cost_of(op)
     assert cost == Cost(flops=flops, bytes_read=batch * boxes * 4 * F32 + batch * classes * boxes * F32)
-    assert lookup("", "NonMaxSuppression").status == RuleStatus.APPROXIMATE
+    assert REGISTRY.lookup("", "NonMaxSuppression").status == RuleStatus.APPROXIMATE
 
 
 def test_non_max_suppression_static_output_is_written():
@@ -170,11 +170,11 @@ def test_non_max_suppression_static_output_is_written():
     ],
 )
 def test_config_inputs_are_declared(op_type, config):
-    assert lookup("", op_type).config_inputs == config
+    assert REGISTRY.lookup("", op_type).config_inputs == config
 
 
 def test_every_indexing_rule_documents_formula_and_bytes():
-    entries = [e for e in all_rules() if e.fn.__module__ == "onnxroof.rules.indexing"]
+    entries = [e for e in REGISTRY.all_rules() if e.fn.__module__ == "onnxroof.rules.indexing"]
     assert {e.op_type for e in entries} >= {"Gather", "GatherElements", "GatherND", "ScatterND", "OneHot"}
     for entry in entries:
         assert "Formula:" in entry.doc and "Bytes:" in entry.doc, entry.op_type

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import all_rules, lookup
 from onnxroof.core.states import RuleKind
+from onnxroof.rules import REGISTRY
 
 B, S, D = 4, 128, 64
 N, C, H, WD = 2, 3, 16, 24
@@ -49,9 +49,9 @@ def test_views_and_metadata_cost_exactly_zero(op):
 
 def test_view_and_metadata_kinds():
     for op_type in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"):
-        assert lookup("", op_type).kind == RuleKind.VIEW
+        assert REGISTRY.lookup("", op_type).kind == RuleKind.VIEW
     for op_type in ("Shape", "Size"):
-        assert lookup("", op_type).kind == RuleKind.METADATA
+        assert REGISTRY.lookup("", op_type).kind == RuleKind.METADATA
 
 
 def test_views_need_no_shapes():
@@ -82,7 +82,7 @@ def test_views_need_no_shapes():
     ],
 )
 def test_config_inputs_are_declared(op_type, config):
-    assert lookup("", op_type).config_inputs == config
+    assert REGISTRY.lookup("", op_type).config_inputs == config
 
 
 # --- layout copies ------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ def test_layout_kinds_have_zero_flops():
         "CenterCropPad",
     )
     for op_type in layout:
-        assert lookup("", op_type).kind == RuleKind.LAYOUT
+        assert REGISTRY.lookup("", op_type).kind == RuleKind.LAYOUT
 
 
 # --- Resize / Upsample --------------------------------------------------------------------------
@@ -321,7 +321,7 @@ def test_upsample_linear_matches_resize():
 
 
 def test_every_movement_rule_documents_formula_and_bytes():
-    entries = [e for e in all_rules() if e.fn.__module__ == "onnxroof.rules.movement"]
+    entries = [e for e in REGISTRY.all_rules() if e.fn.__module__ == "onnxroof.rules.movement"]
     assert len(entries) >= 20
     for entry in entries:
         assert "Formula:" in entry.doc and "Bytes:" in entry.doc, entry.op_type

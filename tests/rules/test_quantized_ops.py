@@ -12,9 +12,9 @@ from helpers import W, cost_of, make_op, parse_model
 
 import onnxroof
 from onnxroof.core.ir import build_ir
-from onnxroof.core.registry import lookup
 from onnxroof.load.reader import load_model
 from onnxroof.roofline.classify import precision_of
+from onnxroof.rules import REGISTRY
 
 F32, I8, U8, I32 = "float32", "int8", "uint8", "int32"
 MS = "com.microsoft"
@@ -223,7 +223,7 @@ def test_qlinear_global_average_pool() -> None:
 
 
 def test_qlinear_concat_is_unsupported_not_zero() -> None:
-    assert lookup(MS, "QLinearConcat") is None
+    assert REGISTRY.lookup(MS, "QLinearConcat") is None
 
 
 # ------------------------------------------------------------------------ the IR: stored size, compute dtype
@@ -253,7 +253,7 @@ def test_dequantized_weight_keeps_its_stored_size(tmp_path) -> None:
     path = tmp_path / "qdq_conv.onnx"
     onnx.save(parse_model(QDQ_CONV), path)
     loaded = load_model(path)
-    ir = build_ir(loaded.model, loaded.value_types)
+    ir = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops)
     w, b, xd = ir.tensors["w"], ir.tensors["b"], ir.tensors["xd"]
     assert (w.dtype, w.itemsize, w.role) == ("float32", 1, "weight")  # int8 as stored
     assert (b.dtype, b.itemsize) == ("float32", 4)  # int32 bias: 4 bytes either way

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.registry import all_rules, lookup
 from onnxroof.core.states import RuleStatus
+from onnxroof.rules import REGISTRY
 
 F32 = "float32"
 I64 = "int64"
@@ -55,7 +55,7 @@ def test_reduce_axes_input_not_charged(op_type):
     assert input_form.flops == attr_form.flops == per_in * N + per_out * n_out
     assert input_form.bytes_read == attr_form.bytes_read == N * 4
     assert input_form.params == 0  # the axes constant is configuration, not a parameter
-    assert lookup("", op_type).config_inputs == {1}
+    assert REGISTRY.lookup("", op_type).config_inputs == {1}
 
 
 def test_reduce_all_axes_by_default():
@@ -86,7 +86,7 @@ def test_topk(k, log2_k):
     assert c.bytes_read == N * 4  # K is a config input
     assert c.bytes_written == math.prod(out) * (4 + 8)  # Values + Indices
     assert c.params == 0
-    assert lookup("", "TopK").status == RuleStatus.APPROXIMATE
+    assert REGISTRY.lookup("", "TopK").status == RuleStatus.APPROXIMATE
 
 
 def test_topk_axis_attribute():
@@ -141,7 +141,7 @@ MODULE = "onnxroof.rules.reduction"
 
 
 def test_every_rule_documented():
-    entries = [e for e in all_rules() if e.fn.__module__ == MODULE]
+    entries = [e for e in REGISTRY.all_rules() if e.fn.__module__ == MODULE]
     assert {e.op_type for e in entries} == {*REDUCE, "ArgMax", "ArgMin", "TopK", "CumSum", "CumProd"}
     for e in entries:
         assert "Formula:" in e.doc, e.op_type

@@ -26,9 +26,9 @@ MAX_LEVELS = 3
 def probe_cost(probe: Probe) -> tuple[float, float, str]:
     """(FLOPs, bytes, efficiency class) of one copy of the probe, from onnxroof's own cost rules and its
     ``ort-cpu`` fusion (the kernels onnxroof predicts for two copies, halved); the class is the one onnxroof
-    gives such a kernel (:func:`onnxroof.roofline.classify.kernel_op_class`)."""
+    gives such a kernel (:func:`onnxroof.fusion.opclass.kernel_op_class`)."""
     from onnxroof.analysis.analyze import analyze
-    from onnxroof.roofline.classify import kernel_op_class
+    from onnxroof.fusion.opclass import kernel_op_class
 
     if probe.cost is not None:
         return (*probe.cost, probe.op_class)

@@ -3,7 +3,7 @@
 A compared row takes its predicted figures from :func:`onnxroof.analysis.analyze.analyze`'s kernels as they
 are (latency, launch overhead, bound); nothing is re-derived here, so ``onnxroof report`` and ``onnxroof
 profile`` cannot disagree. The row also names what the prediction used: the kernel's efficiency class
-(:func:`onnxroof.roofline.classify.kernel_op_class` of its anchor, as the analysis classes it) with the
+(:func:`onnxroof.fusion.opclass.kernel_op_class` of its anchor, as the analysis classes it) with the
 platform's factor for it, and the memory level its bytes stream from (:func:`memory_level`).
 
 :func:`variants` gives end-to-end predictions with fewer factors, to show what each one buys: the plain roofline
@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from onnxroof.analysis.analyze import cold_weight_bytes
-from onnxroof.analysis.stages import channels_of
 from onnxroof.core.cost import Cost
+from onnxroof.costing.opclass import input_channels
+from onnxroof.fusion.opclass import kernel_op_class
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import classify, kernel_op_class
+from onnxroof.roofline.classify import classify
 from onnxroof.roofline.kernels import KernelResult
 
 
@@ -63,7 +64,7 @@ def kernel_figures(kernel: KernelResult, analysis, cold_per_param: float) -> Ker
     platform = analysis.platform
     op = analysis.op(kernel.node_ids[0]) if kernel.node_ids else None
     if op is not None:
-        cls = kernel_op_class(kernel.op_types, kernel.patterns, op.domain, op.attrs, channels_of(op))
+        cls = kernel_op_class(kernel.op_types, kernel.patterns, op.domain, op.attrs, input_channels(op))
     else:
         cls = kernel_op_class(kernel.op_types, kernel.patterns)
     return KernelFigures(
