@@ -123,8 +123,9 @@ class _Context:
 
     def readers(self, node_id: str, tensor: str) -> int:
         """How many nodes read ``tensor`` (produced by ``node_id``), plus one if it is a graph output."""
-        produced = self.index is not None and self.index.producer.get(tensor) == node_id
-        count = len(self.index.consumers.get(tensor, ())) if produced else 0
+        index = self.index
+        produced = index is not None and index.producer.get(tensor) == node_id
+        count = len(index.consumers.get(tensor, ())) if index is not None and produced else 0
         return count + (tensor in self.graph_outputs)
 
     def label(self, node_id: str) -> str:
@@ -270,6 +271,7 @@ def _pad(value: int, align: int) -> int:
 def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
     rule = RULES["OR003"]
     picked: list[tuple[NodeResult, KernelResult]] = []
+    grouped = 0  # of the picked: depthwise or grouped (more than one group)
     for node in ctx.analysis.nodes:
         kernel = ctx.kernel_of.get(node.id)
         if node.op_type != "Conv" or node.state != NodeState.COSTED or kernel is None or kernel.node_ids[0] != node.id:
@@ -280,10 +282,10 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
         if dims is None or not (dims[2] > 1 or pointwise) or kernel.bound != Bound.MEMORY:
             continue
         picked.append((node, kernel))
+        grouped += dims[2] > 1
     time = sum(k.latency_s for _, k in picked)
     if not picked or ctx.share(time) < LOW_INTENSITY_CONV_SHARE:
         return
-    grouped = sum(1 for n, _ in picked if _gemm_dims(n, ctx.op(n.id))[2] > 1)
     lowest = min(k.intensity for _, k in picked)
     highest = max(k.intensity for _, k in picked)
     precision = picked[0][1].precision
@@ -376,7 +378,7 @@ def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
     peaks = ctx.platform.peak_flops
     fp32 = peaks.get("fp32")
     ratios = {p: peaks[p] / fp32 for p in _LOW_PRECISIONS if fp32 and p in peaks}
-    if not ratios or max(ratios.values()) < LOW_PRECISION_RATIO:
+    if not fp32 or not ratios or max(ratios.values()) < LOW_PRECISION_RATIO:
         return
     nodes = [
         n

@@ -45,9 +45,9 @@ def peak_activation_memory(ir: ModelIR) -> PeakMemory:
         return alias.get(name) or (name if name in size else None)
 
     for name in ir.graph_inputs:
-        t = ir.tensors[name]
-        if t.is_static_shape:
-            size[name] = t.nbytes
+        tensor = ir.tensors[name]
+        if tensor.is_static_shape:
+            size[name] = tensor.nbytes
         else:
             size[name] = 0.0
             unknown += 1

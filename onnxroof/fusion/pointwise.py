@@ -48,6 +48,7 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
         return  # no fusion
     for members in grouping.grouped.values():
         if len(members) >= 2:  # blocks are numbered in the order of their first node: sorted, the head is first
+            # Grouped blocks are units (only pointwise units join a group), never node ids: hence the ignore.
             _merge([blocks.items[b] for b in sorted(members)], pattern, state)  # type: ignore[misc]
 
 
@@ -103,11 +104,11 @@ class _Blocks:
             else:
                 items.append(unit)
                 single = len(unit.nodes) == 1
-                pointwise = not unit.folded and unit.out is not None  # elementwise-only, a static shape
-                if pointwise and (
+                out = None if unit.folded else unit.out  # pointwise when not None: elementwise-only, a static shape
+                if out is not None and (
                     types[op.domain][op.op_type].elementwise if single else g.all_elementwise(unit.nodes)
                 ):
-                    t = tensors.get(unit.out)
+                    t = tensors.get(out)
                     shape = t.shape if t is not None else None
                     if shape is not None and None not in shape:  # numbered: a count may exceed 64 bits
                         sizes[b] = size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]
@@ -142,8 +143,8 @@ class _Blocks:
             self._gather_later(later, state, number_at, seen)
         del number_at, seen
         out_degree = self.out_degree = _zeros(count)
-        for p in preds:
-            out_degree[p] += 1
+        for pred in preds:
+            out_degree[pred] += 1
         self.succ_start = succ_start = _zeros(count + 1)
         for b in range(count):
             succ_start[b + 1] = succ_start[b] + out_degree[b]
@@ -151,9 +152,9 @@ class _Blocks:
         self.succs = succs = _zeros(len(preds))
         for b in range(count):  # ascending b: each block's successors in block order
             for j in range(pred_start[b], pred_end[b]):
-                p = preds[j]
-                succs[fill[p]] = b
-                fill[p] += 1
+                pred = preds[j]
+                succs[fill[pred]] = b
+                fill[pred] += 1
 
     def _gather_later(self, later: list[int], state: PassState, number_at: array, seen: array) -> None:
         """The producers of multi-node units and control-flow nodes (what their bodies read included)."""
@@ -370,6 +371,7 @@ class _Grouping:
             other = group[p]
             if other == mine or other in refused or self.dep[p] & bit:
                 continue
+            # Grouped blocks are units (only pointwise units join a group), never node ids: hence the ignore.
             if not _private([items[u] for u in self.grouped[other]], items[b], self.state):  # type: ignore[misc]
                 refused.add(other)
                 continue
@@ -389,7 +391,7 @@ def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> No
     head.patterns = (*(name for name in head.patterns if name != pattern.name), pattern.name)
 
 
-def _private(units: list[Unit], consumer: Unit, state: PassState) -> bool:
+def _private(units: list[Unit], consumer: Block, state: PassState) -> bool:
     """Whether every output of ``units`` is used only inside them or by ``consumer`` (and is no graph output)."""
     inside = {id(u) for u in units} | {id(consumer)}
     for unit in units:
