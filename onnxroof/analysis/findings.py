@@ -123,8 +123,7 @@ class _Context:
 
     def readers(self, node_id: str, tensor: str) -> int:
         """How many nodes read ``tensor`` (produced by ``node_id``), plus one if it is a graph output."""
-        index = self.index
-        produced = index is not None and index.producer.get(tensor) == node_id
+        produced = (index := self.index) is not None and index.producer.get(tensor) == node_id
         count = len(index.consumers.get(tensor, ())) if index is not None and produced else 0
         return count + (tensor in self.graph_outputs)
 
@@ -271,7 +270,6 @@ def _pad(value: int, align: int) -> int:
 def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
     rule = RULES["OR003"]
     picked: list[tuple[NodeResult, KernelResult]] = []
-    grouped = 0  # of the picked: depthwise or grouped (more than one group)
     for node in ctx.analysis.nodes:
         kernel = ctx.kernel_of.get(node.id)
         if node.op_type != "Conv" or node.state != NodeState.COSTED or kernel is None or kernel.node_ids[0] != node.id:
@@ -282,10 +280,10 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
         if dims is None or not (dims[2] > 1 or pointwise) or kernel.bound != Bound.MEMORY:
             continue
         picked.append((node, kernel))
-        grouped += dims[2] > 1
     time = sum(k.latency_s for _, k in picked)
     if not picked or ctx.share(time) < LOW_INTENSITY_CONV_SHARE:
         return
+    grouped = sum(1 for n, _ in picked if (d := _gemm_dims(n, ctx.op(n.id))) is not None and d[2] > 1)
     lowest = min(k.intensity for _, k in picked)
     highest = max(k.intensity for _, k in picked)
     precision = picked[0][1].precision
