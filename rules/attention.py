@@ -66,9 +66,10 @@ def attention_core(h: Heads, *, masked: bool, softcap: bool = False) -> Cost:
 def dim(t: TensorInfo, axis: int) -> int:
     """One static dim of ``t`` (raises ShapeUnknown naming ``t`` otherwise)."""
     shape = t.shape
-    if shape is None or not -len(shape) <= axis < len(shape) or shape[axis] is None:
+    size = shape[axis] if shape is not None and -len(shape) <= axis < len(shape) else None
+    if size is None:
         raise ShapeUnknown(t.name)
-    return int(shape[axis])
+    return int(size)
 
 
 def static_dim(t: TensorInfo | None, axis: int) -> int | None:

@@ -108,7 +108,7 @@ def _qkv_sizes(op: OpView, weights_width: int) -> tuple[int, int, int]:
     sizes = list(op.attrs.get("qkv_hidden_sizes", []) or [])
     if len(sizes) == 3:
         return int(sizes[0]), int(sizes[1]), int(sizes[2])
-    return (weights_width // 3,) * 3  # type: ignore[return-value]
+    return (weights_width // 3,) * 3
 
 
 @rule("Attention", domain=MS)

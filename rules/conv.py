@@ -42,7 +42,9 @@ def conv_macs(op: OpView, weight: int = 1) -> int:
     group = op.attrs.get("group", 1)
     if not isinstance(group, int) or group < 1:
         raise MalformedNode(f"node {op.id} ({op.op_type}): group = {group!r}, must be a positive integer")
-    return required_output(op).numel * checked_gemm_shape(op, ("k",)).k
+    k = checked_gemm_shape(op, ("k",)).k
+    assert k is not None  # checked_gemm_shape raised otherwise
+    return required_output(op).numel * k
 
 
 @rule("Conv")

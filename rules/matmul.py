@@ -37,7 +37,9 @@ def matmul_macs(op: OpView) -> int:
     """
     out = required_output(op).numel
     shape_of(required_input(op, 0))  # raises ShapeUnknown naming A when it has no static shape
-    return out * checked_gemm_shape(op).k
+    k = checked_gemm_shape(op).k
+    assert k is not None  # checked_gemm_shape raised otherwise
+    return out * k
 
 
 def gemm_mnk(op: OpView) -> tuple[int, int, int]:
@@ -48,7 +50,9 @@ def gemm_mnk(op: OpView) -> tuple[int, int, int]:
     shape_of(required_input(op, 0))  # raise ShapeUnknown naming the first tensor without a static shape
     shape_of(required_output(op))
     shape = checked_gemm_shape(op)
-    return shape.m, shape.n, shape.k
+    m, n, k = shape.m, shape.n, shape.k
+    assert m is not None and n is not None and k is not None  # checked_gemm_shape raised otherwise
+    return m, n, k
 
 
 @rule("MatMul")

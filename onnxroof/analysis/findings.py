@@ -123,8 +123,8 @@ class _Context:
 
     def readers(self, node_id: str, tensor: str) -> int:
         """How many nodes read ``tensor`` (produced by ``node_id``), plus one if it is a graph output."""
-        produced = self.index is not None and self.index.producer.get(tensor) == node_id
-        count = len(self.index.consumers.get(tensor, ())) if produced else 0
+        produced = (index := self.index) is not None and index.producer.get(tensor) == node_id
+        count = len(index.consumers.get(tensor, ())) if index is not None and produced else 0
         return count + (tensor in self.graph_outputs)
 
     def label(self, node_id: str) -> str:
@@ -283,7 +283,7 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
     time = sum(k.latency_s for _, k in picked)
     if not picked or ctx.share(time) < LOW_INTENSITY_CONV_SHARE:
         return
-    grouped = sum(1 for n, _ in picked if _gemm_dims(n, ctx.op(n.id))[2] > 1)
+    grouped = sum(1 for n, _ in picked if (d := _gemm_dims(n, ctx.op(n.id))) is not None and d[2] > 1)
     lowest = min(k.intensity for _, k in picked)
     highest = max(k.intensity for _, k in picked)
     precision = picked[0][1].precision
@@ -376,7 +376,7 @@ def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
     peaks = ctx.platform.peak_flops
     fp32 = peaks.get("fp32")
     ratios = {p: peaks[p] / fp32 for p in _LOW_PRECISIONS if fp32 and p in peaks}
-    if not ratios or max(ratios.values()) < LOW_PRECISION_RATIO:
+    if not fp32 or not ratios or max(ratios.values()) < LOW_PRECISION_RATIO:
         return
     nodes = [
         n

@@ -298,7 +298,7 @@ def make_restate(plan: WhatIf, densities: DensityMap) -> Restate | None:
         return None
 
     def restate(tensor: TensorInfo) -> TensorInfo:
-        if size is not None and tensor.dtype.startswith(("float", "bfloat")):
+        if size is not None and dtype is not None and tensor.dtype.startswith(("float", "bfloat")):
             tensor = replace(tensor, dtype=dtype, itemsize=size)
         if compress:
             density = densities.of(tensor)

@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypeGuard
 
 from onnxroof.core.ir import OpView, TensorInfo
 
@@ -92,6 +93,11 @@ def _dims(t: TensorInfo | None) -> tuple[int | None, ...] | None:
     return None if t is None or t.shape is None else t.shape
 
 
+def _static(dims: tuple[int | None, ...]) -> TypeGuard[tuple[int, ...]]:
+    """Every dim is known (``None not in dims``, which the type checker cannot read as narrowing)."""
+    return None not in dims
+
+
 def _at(dims: tuple[int | None, ...] | None, i: int) -> int | None:
     return dims[i] if dims is not None and -len(dims) <= i < len(dims) else None
 
@@ -125,11 +131,12 @@ def _conv(w: TensorInfo | None, y: TensorInfo | None, group: int) -> GemmShape |
     wd, yd = _dims(w), _dims(y)
     if wd is None or len(wd) < 2:
         return None
-    window = math.prod(wd[2:]) if None not in wd[2:] else None
+    spatial = wd[2:]
+    window = math.prod(spatial) if _static(spatial) else None
     k = wd[1] * window if wd[1] is not None and window is not None else None
     n = wd[0] // group if wd[0] is not None else None
     m = None
-    if yd is not None and len(yd) >= 3 and None not in yd:
+    if yd is not None and len(yd) >= 3 and _static(yd):
         m = yd[0] * math.prod(yd[2:])
     return GemmShape(group, m, n, k, wd[1], n)
 

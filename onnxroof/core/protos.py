@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import networkx as nx
 import onnx
@@ -167,7 +167,7 @@ def topological_order(nodes: Sequence[onnx.NodeProto]) -> tuple[int, ...]:
                 producer[out] = i
     if _already_ordered(producer, first_read):
         return tuple(range(len(nodes)))
-    dag = nx.DiGraph()
+    dag: nx.DiGraph[int] = nx.DiGraph()
     dag.add_nodes_from(range(len(nodes)))
     for i, node in enumerate(nodes):
         for name in _node_reads(node):
@@ -192,7 +192,7 @@ def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
         for value in values:
             type_proto = value.type
             key = type_proto.SerializeToString()
-            canonical = shared.get(key, False)
+            canonical: onnx.TypeProto | Literal[False] | None = shared.get(key, False)
             if canonical is False:
                 canonical = shared[key] = type_proto if type_proto.HasField("tensor_type") else None
             if canonical is not None:

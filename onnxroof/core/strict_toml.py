@@ -97,7 +97,7 @@ class TomlReader:
     def choice(self, value: Any, key: str, allowed: Iterable[str]) -> str:
         """``value`` is one of ``allowed`` (listed in their order)."""
         allowed = tuple(allowed)
-        if value not in allowed:
+        if not isinstance(value, str) or value not in allowed:
             raise self.fail(key, f"must be one of {', '.join(allowed)}, got {self.show(value)}")
         return value
 

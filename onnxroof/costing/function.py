@@ -11,13 +11,31 @@ kernel launch. Body nodes without a rule or a shape are reported in the note, as
 
 from __future__ import annotations
 
+from typing import Protocol, cast
+
 import onnx
+import onnx.inliner  # a submodule `import onnx` does not load
 from onnx import helper
 
 from onnxroof.core.dtypes import elem_type_of
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo
 
 _LOCAL_DOMAIN = "onnxroof.function"
+
+
+class _FunctionSchema(Protocol):
+    """What :func:`function_proto` reads of an ``onnx.defs.OpSchema``: its function accessors, which onnx's type
+    stubs leave out."""
+
+    has_function: bool
+    has_context_dependent_function: bool
+    function_body: onnx.FunctionProto
+
+    def get_function_with_opset_version(self, opset: int) -> bytes: ...
+
+    def get_context_dependent_function_with_opset_version(
+        self, opset: int, node: bytes, types: list[bytes]
+    ) -> bytes: ...
 
 
 def _value_info(t: TensorInfo) -> onnx.ValueInfoProto:
@@ -35,7 +53,7 @@ def _node(op: OpView) -> onnx.NodeProto:
 def function_proto(op: OpView) -> onnx.FunctionProto | None:
     """The op's function body from its ONNX schema at the op's opset, or None when ONNX defines none."""
     try:
-        schema = onnx.defs.get_schema(op.op_type, op.opset, op.domain)
+        schema = cast(_FunctionSchema, onnx.defs.get_schema(op.op_type, op.opset, op.domain))
     except onnx.defs.SchemaError:
         return None
     body: bytes | None = None

@@ -9,8 +9,10 @@ for a reader, becomes the :class:`onnxroof.fusion.fuse.Miss` that explains why t
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import cast
 
 import onnx
 
@@ -113,9 +115,9 @@ def _sole_consumer_reason(edge: Edge) -> str | None:
 
 
 def _check_constant_inputs(edge: Edge, args: tuple[object, ...]) -> str | None:
-    side, indices = args
+    side, indices = cast("tuple[str, tuple[int, ...]]", args)
     op = edge.anchor_op if side == "anchor" else edge.joined_op
-    for i in indices:  # type: ignore[union-attr]
+    for i in indices:
         t = op.input(i)
         if t is not None and not t.is_constant:
             name = _input_name(op.op_type, op.opset, i)
@@ -138,10 +140,10 @@ def _channels(op: OpView) -> int | None:
 
 
 def _check_channel_params(edge: Edge, args: tuple[object, ...]) -> str | None:
-    (indices,) = args
+    (indices,) = cast("tuple[tuple[int, ...]]", args)
     channels = _channels(edge.anchor_op)
     op = edge.joined_op
-    for i in indices:  # type: ignore[union-attr]
+    for i in indices:
         t = op.input(i)
         if t is None or channels is None or t.shape != (channels,):
             name = _input_name(op.op_type, op.opset, i)
@@ -247,10 +249,10 @@ def _check_scalar_operand(edge: Edge, args: tuple[object, ...]) -> str | None:
 
 
 def _check_ops_in(edge: Edge, args: tuple[object, ...]) -> str | None:
-    ops, kernel = args
-    if edge.joined.op_type not in ops:  # type: ignore[operator]
+    ops, kernel = cast("tuple[Collection[str], str]", args)
+    if edge.joined.op_type not in ops:
         return (
-            f"{kernel} takes only {', '.join(sorted(ops))}: {edge.joined.op_type} {edge.joined.anchor} "  # type: ignore[arg-type]
+            f"{kernel} takes only {', '.join(sorted(ops))}: {edge.joined.op_type} {edge.joined.anchor} "
             f"stays a separate kernel"
         )
     return None
@@ -268,10 +270,10 @@ def _check_clip_constant(edge: Edge, args: tuple[object, ...]) -> str | None:
 
 
 def _check_dtype_in(edge: Edge, args: tuple[object, ...]) -> str | None:
-    (dtypes,) = args
+    (dtypes,) = cast("tuple[Collection[str]]", args)
     op = edge.anchor_op
-    if op.dtype not in dtypes:  # type: ignore[operator]
-        return f"{edge.g.label(op.id)} computes in {op.dtype}; this fusion handles {', '.join(dtypes)} only"  # type: ignore[arg-type]
+    if op.dtype not in dtypes:
+        return f"{edge.g.label(op.id)} computes in {op.dtype}; this fusion handles {', '.join(dtypes)} only"
     return None
 
 
@@ -347,7 +349,7 @@ def _check_matmul_add_shapes(edge: Edge, args: tuple[object, ...]) -> str | None
     if not a.is_static_shape or not b.is_static_shape:
         return f"{g.label(mm.id)}'s operand shapes are not static"
     n = b.shape[1]
-    allowed = [(n,)]
+    allowed: list[tuple[int | None, ...]] = [(n,)]
     if len(a.shape) == 2:  # type: ignore[arg-type]
         m = a.shape[0]  # type: ignore[index]
         allowed += [(1, n), (m, 1), (m, n)]

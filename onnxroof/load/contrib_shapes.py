@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto
@@ -25,6 +26,9 @@ MS = "com.microsoft"
 
 Shape = tuple[int, ...]
 Out = tuple[Shape, int] | None
+#: A node's attributes as ``onnx.helper.get_attribute_value`` reads them (int, float, bytes, lists, protos), as in
+#: ``OpView.attrs``; each shape function converts what it reads.
+Attrs = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -36,13 +40,13 @@ class Arg:
     value: np.ndarray | None = None
 
 
-ShapeFn = Callable[[Sequence[Arg], Mapping[str, object]], list[Out]]
+ShapeFn = Callable[[Sequence[Arg], Attrs], list[Out]]
 
 #: (domain, op_type) -> shape function. Domain "" for ops ONNX Runtime registers in the default domain.
 CONTRIB_SHAPES: dict[tuple[str, str], ShapeFn] = {}
 
 
-def shape_fn(*keys: tuple[str, str]):
+def shape_fn(*keys: tuple[str, str]) -> Callable[[ShapeFn], ShapeFn]:
     def register(fn: ShapeFn) -> ShapeFn:
         for key in keys:
             CONTRIB_SHAPES[key] = fn
@@ -72,14 +76,14 @@ def _scalar(arg: Arg) -> int | None:
     (MS, "SkipGroupNorm"),
     (MS, "BiasSoftmax"),
 )
-def same_as_first(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def same_as_first(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """Output 0 = input 0 (activations with a bias, rotary embedding, MoE: ``[..., hidden]`` in and out)."""
     x = _arg(args, 0)
     return [(x.shape, x.elem) if x.shape is not None else None]
 
 
 @shape_fn((MS, "BiasSplitGelu"))
-def bias_split_gelu(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def bias_split_gelu(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``X [N, HW, D]`` -> ``[N, HW, D/2]`` (the second half gates the first)."""
     x = _arg(args, 0)
     return [((*x.shape[:-1], x.shape[-1] // 2), x.elem) if x.shape else None]
@@ -94,7 +98,7 @@ def _stats_shape(shape: Shape, axis: int) -> Shape:
 
 
 @shape_fn(("", "SimplifiedLayerNormalization"), (MS, "SimplifiedLayerNormalization"))
-def simplified_layer_norm(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def simplified_layer_norm(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``Y`` = ``X``; ``inv_std_var``: ``X`` with the normalized axes (from ``axis``, default -1) set to 1."""
     x = _arg(args, 0)
     if x.shape is None:
@@ -103,7 +107,7 @@ def simplified_layer_norm(args: Sequence[Arg], attrs: Mapping[str, object]) -> l
 
 
 @shape_fn((MS, "SkipLayerNormalization"), (MS, "SkipSimplifiedLayerNormalization"))
-def skip_layer_norm(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def skip_layer_norm(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``output`` and ``input_skip_bias_sum`` = ``input``; ``mean``, ``inv_std_var``: ``[..., 1]``."""
     x = _arg(args, 0)
     if x.shape is None:
@@ -113,7 +117,7 @@ def skip_layer_norm(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Ou
 
 
 @shape_fn((MS, "EmbedLayerNormalization"))
-def embed_layer_norm(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def embed_layer_norm(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``input_ids [B, S]``, ``word_embedding [V, H]`` -> ``output [B, S, H]``, ``mask_index [B]`` (int32),
     ``embedding_sum [B, S, H]``."""
     ids, table = _arg(args, 0), _arg(args, 2)
@@ -127,7 +131,7 @@ def embed_layer_norm(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[O
 
 
 @shape_fn((MS, "MatMulNBits"), (MS, "MatMulBnb4"))
-def matmul_n_bits(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def matmul_n_bits(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``A [..., K]`` times a packed low-bit ``[K, N]`` (attribute ``N``) -> ``[..., N]``."""
     a = _arg(args, 0)
     if a.shape is None or "N" not in attrs:
@@ -136,7 +140,7 @@ def matmul_n_bits(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]
 
 
 @shape_fn((MS, "GemmFastGelu"))
-def gemm_fast_gelu(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def gemm_fast_gelu(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``X [..., K]``, ``W [K, N]`` -> ``[..., N]``."""
     x, w = _arg(args, 0), _arg(args, 1)
     if x.shape is None or w.shape is None:
@@ -145,7 +149,7 @@ def gemm_fast_gelu(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out
 
 
 @shape_fn((MS, "FusedMatMul"))
-def fused_matmul(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def fused_matmul(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``MatMul`` with optional transposes of the last two axes of A and B (``transA``, ``transB``)."""
     a, b = _arg(args, 0), _arg(args, 1)
     if a.shape is None or b.shape is None or len(a.shape) < 2 or len(b.shape) < 2:
@@ -160,7 +164,7 @@ def fused_matmul(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
 
 
 @shape_fn((MS, "GatherBlockQuantized"))
-def gather_block_quantized(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def gather_block_quantized(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``data`` (packed: ``8 / bits`` values per uint8 along its last axis), ``indices``, ``scales`` ->
     ``data.shape[:gather_axis] + indices.shape + data.shape[gather_axis+1:]`` (last axis unpacked), in the
     scales' type."""
@@ -186,7 +190,7 @@ def _hidden(shape: Shape | None) -> int | None:
 
 
 @shape_fn((MS, "GroupQueryAttention"))
-def group_query_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def group_query_attention(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``query [B, S, Hq·D]`` (or packed qkv ``[B, S, (Hq + 2·Hkv)·D]`` when ``key`` is absent), ``past_key
     [B, Hkv, P, D]`` -> ``output [B, S, Hq·D]``, ``present_key``/``present_value [B, Hkv, T, D]`` with ``T`` =
     max(P, total_sequence_length) when that input's value is known, else ``P + S``."""
@@ -209,7 +213,7 @@ def group_query_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> l
 
 
 @shape_fn((MS, "MultiHeadAttention"))
-def multi_head_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def multi_head_attention(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``query [B, S, D]`` (or packed qkv ``[B, S, N, 3, H]``), ``key [B, L, D]`` / ``[B, N, L, H]`` (or
     packed kv ``[B, L, N, 2, H]``), ``value``, ``past_key [B, N, P, H]`` (inputs 6, 7) -> ``output [B, S, Dv]``,
     ``present_key``/``present_value [B, N, P + L, H]`` (= ``key`` when it is already ``[B, N, L, H]``)."""
@@ -235,7 +239,7 @@ def multi_head_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> li
 
 
 @shape_fn((MS, "Attention"))
-def attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def attention(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``input [B, S, hidden]``, ``weights [hidden, Dq + Dk + Dv]`` (``qkv_hidden_sizes``, else thirds), ``past
     [2, B, N, P, H]`` (input 4) -> ``output [B, S, Dv]``, ``present [2, B, N, P + S, Dk/N]``."""
     x, w, past = _arg(args, 0), _arg(args, 1), _arg(args, 4)
@@ -249,7 +253,7 @@ def attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
 
 
 @shape_fn((MS, "PackedAttention"))
-def packed_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def packed_attention(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``input [T, hidden]`` (T tokens, padding removed), ``weights [hidden, Dq + Dk + Dv]`` -> ``[T, Dv]``."""
     x, w = _arg(args, 0), _arg(args, 1)
     if x.shape is None or w.shape is None:
@@ -259,7 +263,7 @@ def packed_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[O
 
 
 @shape_fn((MS, "PackedMultiHeadAttention"))
-def packed_multi_head_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def packed_multi_head_attention(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``query [T, D]`` (or packed qkv ``[T, N, 3, H]``), ``value [T, Dv]`` -> ``[T, Dv]``."""
     q, v = _arg(args, 0), _arg(args, 2)
     if q.shape is None:
@@ -270,7 +274,7 @@ def packed_multi_head_attention(args: Sequence[Arg], attrs: Mapping[str, object]
 
 
 @shape_fn((MS, "DecoderMaskedMultiHeadAttention"))
-def decoder_masked_mha(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def decoder_masked_mha(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``query [B, 1, D]`` (packed qkv ``[B, 1, 3·D]`` when ``key`` is absent), ``past_key [B, N, M, H]``
     (inputs 5, 6; a buffer of M positions shared with the present) -> ``output [B, 1, Dv]``, ``present`` =
     ``past``."""
@@ -288,7 +292,7 @@ def decoder_masked_mha(args: Sequence[Arg], attrs: Mapping[str, object]) -> list
 
 
 @shape_fn((MS, "SparseAttention"))
-def sparse_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[Out]:
+def sparse_attention(args: Sequence[Arg], attrs: Attrs) -> list[Out]:
     """``query [B, S, N·H]`` (packed qkv ``[B, S, (N + 2·Nkv)·H]`` when ``key`` is absent), ``past_key [B, Nkv,
     M, H]`` (inputs 3, 4; shared buffer) -> ``output [B, S, N·H]``, ``present`` = ``past``."""
     q, k, past_k, past_v = _arg(args, 0), _arg(args, 1), _arg(args, 3), _arg(args, 4)
@@ -303,9 +307,7 @@ def sparse_attention(args: Sequence[Arg], attrs: Mapping[str, object]) -> list[O
     ]
 
 
-def contrib_output_shapes(
-    domain: str, op_type: str, args: Sequence[Arg], attrs: Mapping[str, object]
-) -> list[Out] | None:
+def contrib_output_shapes(domain: str, op_type: str, args: Sequence[Arg], attrs: Attrs) -> list[Out] | None:
     """The outputs' ``(shape, elem_type)`` from the registered function, None when no function exists."""
     fn = CONTRIB_SHAPES.get((domain, op_type))
     if fn is None:

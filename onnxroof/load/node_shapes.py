@@ -9,6 +9,7 @@ gets its outputs from it; shape-preserving ops copy their first input's shape an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypeGuard
 
 import numpy as np
 import onnx
@@ -22,7 +23,7 @@ SMALL_CONSTANT_LIMIT = 4096
 TypeMap = Mapping[str, onnx.TypeProto]
 
 
-def is_static(type_proto: onnx.TypeProto | None) -> bool:
+def is_static(type_proto: onnx.TypeProto | None) -> TypeGuard[onnx.TypeProto]:
     if type_proto is None or not type_proto.HasField("tensor_type"):
         return False
     tensor_type = type_proto.tensor_type
@@ -126,7 +127,7 @@ def node_outputs(
     domain: str,
     types: TypeMap,
     known: Mapping[str, np.ndarray],
-    opsets: Sequence,
+    opsets: Sequence[onnx.OperatorSetIdProto],
     versions: Mapping[str, int],
 ) -> dict[str, onnx.TypeProto | None]:
     """Output types of one node from its inputs (see the module docstring for the order tried)."""
@@ -144,7 +145,11 @@ def node_outputs(
 
 
 def _onnx_outputs(
-    node: onnx.NodeProto, version: int, types: TypeMap, known: Mapping[str, np.ndarray], opsets: Sequence
+    node: onnx.NodeProto,
+    version: int,
+    types: TypeMap,
+    known: Mapping[str, np.ndarray],
+    opsets: Sequence[onnx.OperatorSetIdProto],
 ) -> dict[str, onnx.TypeProto | None]:
     schema = onnx.defs.get_schema(node.op_type, version, "")
     input_types = {n: types[n] for n in node.input if n and n in types}
@@ -154,7 +159,7 @@ def _onnx_outputs(
         if n in known and known[n].size <= SMALL_CONSTANT_LIMIT
     }
     try:
-        inferred = onnx.shape_inference.infer_node_outputs(schema, node, input_types, data, None, opsets)
+        inferred = onnx.shape_inference.infer_node_outputs(schema, node, input_types, data, None, list(opsets))
     except Exception:  # ONNX's inference refuses the node alone: the other ways are tried
         inferred = {}
     return {name: t for name, t in inferred.items() if is_static(t)}

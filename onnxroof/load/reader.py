@@ -99,9 +99,9 @@ def read_model(
     if isinstance(source, onnx.ModelProto):
         if not weights:
             return copy_without_payloads(source), None
-        model = onnx.ModelProto()
-        model.CopyFrom(source)
-        return model, None
+        copy = onnx.ModelProto()
+        copy.CopyFrom(source)
+        return copy, None
     path = Path(source)
     if "\0" in str(path):
         raise ModelError(f"{str(path)!r}: a path cannot hold a NUL byte")
@@ -120,7 +120,7 @@ def read_model(
             f"{path}: {info.st_size / 2**30:.1f} GiB is larger than any ONNX protobuf can be (2 GiB); "
             f"weights over 2 GiB belong in external data files"
         )
-    model = None
+    model: onnx.ModelProto | None = None
     if not weights:
         try:
             model = parse_without_payloads(path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import onnx
@@ -90,7 +91,7 @@ class _Reader:
 
     def __init__(self, base: Path | None) -> None:
         self.base = base
-        self.files: dict[str, object] = {}
+        self.files: dict[str, BinaryIO | None] = {}
 
     def __enter__(self) -> _Reader:
         return self
@@ -108,17 +109,17 @@ class _Reader:
         start, length = int(entries.get("offset", 0) or 0), entries.get("length")
         if self.base is None or "location" not in entries or (length and offset + size > int(length)):
             return None
-        handle = self._open(entries["location"])
+        handle = self._open(self.base, entries["location"])
         if handle is None:
             return None
         handle.seek(start + offset)
         chunk = handle.read(size)
         return chunk if len(chunk) == size else None
 
-    def _open(self, location: str):
+    def _open(self, base: Path, location: str) -> BinaryIO | None:
         if location not in self.files:
             try:
-                self.files[location] = open(self.base / location, "rb")  # noqa: SIM115  (closed in __exit__)
+                self.files[location] = open(base / location, "rb")  # noqa: SIM115  (closed in __exit__)
             except OSError:
                 self.files[location] = None
         return self.files[location]
