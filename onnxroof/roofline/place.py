@@ -33,7 +33,6 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from onnxroof.core.states import Bound
 from onnxroof.platform.model import Platform
@@ -207,11 +206,9 @@ def _none_unless(runs: npt.NDArray[np.bool_], bound: Objects) -> Objects:
 
 def by_key(keys: Objects, lookup: Callable[[Any], float | None]) -> Floats:
     """One float per row, ``lookup(key)`` called once per distinct key (None reads as NaN)."""
-    if len(keys) == 0:
-        return np.zeros(0)
-    codes, uniques = pd.factorize(keys)
-    table = floats([np.nan if (value := lookup(key)) is None else value for key in uniques])
-    return table[codes]
+    rows = keys.tolist()
+    table = {key: lookup(key) for key in dict.fromkeys(rows)}
+    return floats([np.nan if (value := table[key]) is None else value for key in rows])
 
 
 def roofs(work: Work, platform: Platform) -> Roofs:
