@@ -233,6 +233,7 @@ class Models:
 
 
 def build_models(tmp: Path, chain_nodes: int, with_chain: bool) -> Models:
+    """Write the 7B-shaped graph, its KV-cache variant (sparse weights) and, ``with_chain``, the chain to ``tmp``."""
     llama = describe("llama-7B-shaped", build_llama_shaped(tmp / "7B.onnx"), LLAMA_DIMS)
     llama_kv = build_llama_shaped(tmp / "7B-kv.onnx", kv_cache=True)
     chain = chain_model(tmp, chain_nodes) if with_chain else None
