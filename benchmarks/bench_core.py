@@ -17,10 +17,13 @@ imports, and its peak memory is its own:
   inputs and ``onnx.shape_inference.infer_shapes(model, data_prop=True)``.
 
 The two alternate (onnxroof, floor, onnxroof, floor, ...) so that drift on a shared machine hits both alike.
-Wall time is taken in the parent with ``time.perf_counter`` from spawn to reap (median, min, max). Peak RSS is
+Wall time is taken with ``time.perf_counter`` from spawn to reap (median, min, max). Peak RSS is
 the kernel's ``ru_maxrss`` for that one child, read with ``os.wait4(pid)`` (exact per run, unlike
 ``getrusage(RUSAGE_CHILDREN)``, which is a running maximum over all children reaped so far); the same rusage gives
-the child's CPU time (user + system), which other load on a shared machine disturbs less than wall time.
+the child's CPU time (user + system), which other load on a shared machine disturbs less than wall time. The
+child is spawned and reaped by a small ``python -S`` launcher, because ``exec`` carries the peak of the image it
+replaces into ``ru_maxrss``: spawned from this interpreter directly, every child would report at least this
+script's own peak.
 
 A second child per model measures the same work in-process, after the imports and one warm-up call, so that
 start-up is visible separately: ``analyze()`` and ``render_json()`` vs load + bind + infer, interleaved,
@@ -158,18 +161,42 @@ def _kilobytes(maxrss: int) -> int:
     return maxrss // 1024 if sys.platform == "darwin" else maxrss
 
 
-def run_child(cmd: list[str], log: Path) -> tuple[float, int, float]:
-    """Run ``cmd`` in a fresh process; return wall seconds, peak RSS KiB and CPU seconds (user + system) of that
-    process alone."""
-    with open(log, "wb") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{log.read_text(errors='replace')[-2000:]}")
-    return wall, _kilobytes(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
+# A small launcher (``python -S``, ~10 MB) between us and the measured child: ``exec`` saves the RSS of the
+# process image it replaces into ``ru_maxrss``, so a child spawned by this (larger) interpreter would report at
+# least our own peak. The launcher spawns the command, reaps it with wait4 and writes its wall seconds (spawn to
+# reap), ``ru_maxrss`` and CPU seconds to the file named first; it exits with the command's status.
+_LAUNCH_SRC = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+with open(sys.argv[1], "w") as out:
+    out.write(f"{wall!r} {usage.ru_maxrss} {usage.ru_utime + usage.ru_stime!r}")
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def run_child(
+    cmd: list[str],
+    log: Path,
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    stdout: Path | None = None,
+) -> tuple[float, int, float]:
+    """Run ``cmd`` in a fresh process; return wall seconds (spawn to reap), peak RSS KiB and CPU seconds (user +
+    system) of that process alone, from ``os.wait4`` in a small launcher (``_LAUNCH_SRC``). Its stderr goes to
+    ``log``, its stdout to ``stdout`` (else nowhere); ``cwd`` and ``env`` as for :class:`subprocess.Popen`."""
+    figures = log.with_name(log.name + ".rusage")
+    launcher = [sys.executable, "-S", "-c", _LAUNCH_SRC, str(figures), *cmd]
+    with open(log, "wb") as err, open(stdout if stdout is not None else os.devnull, "wb") as out:
+        done = subprocess.run(launcher, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}:\n{log.read_text(errors='replace')[-2000:]}")
+    wall, maxrss, cpu = figures.read_text().split()
+    return float(wall), _kilobytes(int(maxrss)), float(cpu)
 
 
 def onnxroof_command() -> list[str]:
@@ -215,21 +242,19 @@ def collect_models(tmp: Path, quick: bool) -> list[Model]:
     return models
 
 
+def dim_args(dims: dict[str, int]) -> list[str]:
+    """``--dim NAME=VALUE`` for each bound dim."""
+    return [arg for name, value in dims.items() for arg in ("--dim", f"{name}={value}")]
+
+
+def report_args(path: Path, platform: str, dims: dict[str, int], out: Path) -> list[str]:
+    """The arguments of ``onnxroof report PATH --platform P --dim ... --format json -o OUT`` after the command."""
+    return ["report", str(path), "--platform", platform, *dim_args(dims), "--format", "json", "-o", str(out)]
+
+
 def measure(model: Model, repeats: int, platform: str, tmp: Path) -> Result:
     result = Result(model.name, model.nodes, model.dims)
-    dims_args = [arg for name, value in model.dims.items() for arg in ("--dim", f"{name}={value}")]
-    ours = [
-        *onnxroof_command(),
-        "report",
-        str(model.path),
-        "--platform",
-        platform,
-        *dims_args,
-        "--format",
-        "json",
-        "-o",
-        str(tmp / "report.json"),
-    ]
+    ours = [*onnxroof_command(), *report_args(model.path, platform, model.dims, tmp / "report.json")]
     floor = [sys.executable, "-c", FLOOR_SRC, str(model.path), json.dumps(model.dims)]
     log = tmp / "stderr.txt"
     for _ in range(repeats):
@@ -266,7 +291,7 @@ def _mb(kib: float) -> str:
     return f"{kib / 1024:.0f}"
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     lines = [
         "| "
@@ -322,7 +347,7 @@ def report(results: list[Result], repeats: int) -> str:
     out = [
         f"Fresh process per run, interleaved onnxroof/floor, {repeats} repeat(s): wall ms median (min–max), "
         "CPU (user+sys) ms median, peak RSS MB median (max over runs); rusage of each child via os.wait4",
-        _table(
+        markdown_table(
             [
                 "model",
                 "nodes",
@@ -342,7 +367,7 @@ def report(results: list[Result], repeats: int) -> str:
         "load+bind+infer_shapes; 'fusion' = the fusion pass inside analyze() for the platform's profile, 'fusion "
         "adds' = fusion / (analyze - fusion); 'start-up' = fresh-process median minus in-process median "
         "(interpreter, imports, CLI parsing, file write)",
-        _table(
+        markdown_table(
             [
                 "model",
                 "analyze ms",

@@ -28,6 +28,12 @@ from llama_shaped import build_llama_shaped  # noqa: E402
 TARGET_S = 3.0
 
 
+def llm_command(model: Path, platform: str, prompt: int, generate: int) -> list[str]:
+    """``python -m onnxroof llm MODEL -p PLATFORM --prompt N --generate M --format json`` (the JSON on stdout)."""
+    command = [sys.executable, "-m", "onnxroof", "llm", str(model), "-p", platform]
+    return [*command, "--prompt", str(prompt), "--generate", str(generate), "--format", "json"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", default="a100")
@@ -38,8 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory() as folder:
         model = build_llama_shaped(Path(folder) / "llama_shaped.onnx", kv_cache=True)
-        command = [sys.executable, "-m", "onnxroof", "llm", str(model), "-p", args.platform]
-        command += ["--prompt", str(args.prompt), "--generate", str(args.generate), "--format", "json"]
+        command = llm_command(model, args.platform, args.prompt, args.generate)
         times, result = [], {}
         for _ in range(args.repeat):
             start = time.perf_counter()

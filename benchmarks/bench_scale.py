@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-_MEASURE = """
+MEASURE_SRC = """
 import json, sys, time
 import onnxroof
 
@@ -119,7 +119,7 @@ def measure(path: Path) -> dict:
     # run in the model's temporary folder: ``python -c`` puts its working directory first on sys.path, and a
     # checkout's own onnxroof/ there would win over PYTHONPATH
     result = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(path)],
+        [sys.executable, "-c", MEASURE_SRC, str(path)],
         capture_output=True,
         text=True,
         env=os.environ.copy(),
