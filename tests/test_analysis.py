@@ -109,9 +109,9 @@ def test_control_flow_bodies_are_costed() -> None:
 def test_bodies_reading_the_enclosing_scope_are_edges_of_the_lazily_built_graph() -> None:
     analysis = onnxroof.analyze(onnx.parser.parse_model(CONTROL_FLOW))
     ids = {n.op_type: n.id for n in analysis.nodes}
-    assert "graph" not in analysis.ir.memo  # the analysis needs no networkx graph: built only when asked for
+    assert "graph" not in vars(analysis.ir)  # the analysis needs no networkx graph: built only when asked for
     assert analysis.graph.edges[ids["ConstantOfShape"], ids["If"]]["tensors"] == ["w", "w"]  # both branches read w
-    assert "graph" in analysis.ir.memo
+    assert "graph" in vars(analysis.ir)
     assert ids["If"] in analysis.index.consumers["w"]
     assert ids["If"] not in analysis.index.consumers["x"]  # a graph input: no producer, no edge
     assert analysis.op(ids["If"]).op_type == "If" and analysis.op("99:nothing") is None
@@ -234,13 +234,11 @@ def test_results_are_light_views_of_columns() -> None:
 
 
 def test_nodes_of_equal_costs_share_one_node_cost_but_int_figures_stay_ints() -> None:
-    from types import SimpleNamespace
-
     from onnxroof.core.states import RuleKind
-    from onnxroof.costing.node import _costed
+    from onnxroof.costing.node import CostCache, _costed
 
-    scope = SimpleNamespace(memo={})
-    floats = _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4.0), scope)
-    assert _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4.0), scope) is floats
-    ints = _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4), scope)
+    cache = CostCache()
+    floats = _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4.0), cache)
+    assert _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4.0), cache) is floats
+    ints = _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4), cache)
     assert ints is not floats and type(ints.cost.flops) is int

@@ -37,7 +37,7 @@ from onnxroof.core.errors import StrictError
 from onnxroof.core.ir import ModelIR, OpView, build_ir
 from onnxroof.core.states import NodeState, OpClass, Role
 from onnxroof.costing.control_flow import NodeCost
-from onnxroof.costing.node import cost_node
+from onnxroof.costing.node import CostCache, cost_node
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.descriptor import describe
@@ -159,8 +159,9 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     densities: list[float] = []
     by_type: dict[tuple[str, str], OpClass] = {}  # (op_type, domain) -> efficiency class by type
     root_graph = bound.loaded.model.graph
+    cache = CostCache()
     for op in ir.ops:
-        node_cost = cost_node(op, ir, root_graph)
+        node_cost = cost_node(op, ir, root_graph, cache)
         want = plan.precision or precision_of(op.dtype)
         density = 1.0
         costed = node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0

@@ -19,6 +19,7 @@ that many bytes per element, so the Conv/MatMul consuming it is charged those by
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -164,10 +165,8 @@ class ModelIR:
     tied: Mapping[str, str] = field(default_factory=dict)
     """Weights stored twice by the exporter (a tied lm_head's transposed copy): copy -> original
     (:func:`onnxroof.load.tied.tied_copies`); the copy holds no parameters of its own."""
-    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    """Facts derived from the IR once, on first use, and kept with it: the DAG, ops by id."""
 
-    @property
+    @functools.cached_property
     def graph(self) -> nx.DiGraph:
         """The ``networkx.DiGraph`` of the ops, keyed by op id, each node's ``op`` attribute its :class:`OpView`;
         an edge ``(producer, reader)`` is labelled ``tensors`` with the names it carries, in the order the
@@ -175,21 +174,15 @@ class ModelIR:
 
         Built on first use and kept (a million-node graph costs ~1 KB a node in networkx; the analysis itself
         needs only :meth:`op` and the graph index)."""
-        found = self.memo.get(_GRAPH_KEY)
-        if found is None:
-            found = self.memo[_GRAPH_KEY] = _dag(self.ops)
-        return found
+        return _dag(self.ops)
+
+    @functools.cached_property
+    def _ops_by_id(self) -> Mapping[str, OpView]:
+        return MappingProxyType({op.id: op for op in self.ops})
 
     def op(self, op_id: str) -> OpView | None:
         """The op with id ``op_id`` (None when there is none); the lookup is built on first use."""
-        by_id = self.memo.get(_OPS_KEY)
-        if by_id is None:
-            by_id = self.memo[_OPS_KEY] = {op.id: op for op in self.ops}
-        return by_id.get(op_id)
-
-
-_GRAPH_KEY = "graph"
-_OPS_KEY = "ops_by_id"
+        return self._ops_by_id.get(op_id)
 
 
 def implicit_reads(op: OpView) -> list[str]:

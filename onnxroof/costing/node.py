@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import onnx
@@ -21,7 +21,6 @@ from onnxroof.costing.control_flow import NodeCost, cost_body, cost_control_flow
 from onnxroof.costing.function import expand_function
 from onnxroof.rules import REGISTRY
 
-_ROOTS_KEY = "weight_roots"
 #: Names exporters give the rotary-embedding tables (``model.rotary_emb.cos_cached``, ``cos_cache``,
 #: ``inv_freq``): PyTorch buffers computed from the config, not trained parameters. Their bytes count; their
 #: elements are not parameters (a learned position table, ``wpe`` or ``position_embeddings``, is).
@@ -32,8 +31,26 @@ _NO_WEIGHTS: Mapping[str, tuple[float, float]] = MappingProxyType({})
 _VALUE_INPUTS = {"DequantizeLinear": frozenset({0})}
 
 
-_POOL_KEY = "costed_nodes"
 _POOL_SIZE = 4096
+
+
+@dataclass
+class CostCache:
+    """What costing one model remembers while it runs (one per cost stage, never kept on the IR): the weight
+    roots of each scope's derived weights (:func:`derived_roots`), and one :class:`NodeCost` per distinct
+    weightless cost (:func:`_costed`). A scope's roots are keyed by the scope itself, which the cache keeps."""
+
+    roots: dict[int, tuple[ModelIR, dict[str, tuple[TensorInfo, ...] | None]]] = field(default_factory=dict)
+    pool: dict[tuple[object, ...], NodeCost] = field(default_factory=dict)
+
+    def roots_of(self, scope: ModelIR) -> dict[str, tuple[TensorInfo, ...] | None]:
+        """The remembered roots of ``scope``'s weights (filled by :func:`derived_roots`)."""
+        found = self.roots.get(id(scope))
+        if found is None or found[0] is not scope:
+            found = self.roots[id(scope)] = (scope, {})
+        return found[1]
+
+
 #: The costs of nodes whose cost says nothing of the node itself, shared by every such node.
 _FOLDED = NodeCost(NodeState.FOLDED, "", Cost.zero(), "computed from constants at load time", 0, _NO_WEIGHTS)
 _NOT_FOLDED = NodeCost(
@@ -56,7 +73,11 @@ def op_key(op: OpView) -> str:
 
 
 def weight_entries(
-    op: OpView, entry: RuleEntry, scope: ModelIR, table: Mapping[str, tuple[float, float]] | None = None
+    op: OpView,
+    entry: RuleEntry,
+    scope: ModelIR,
+    table: Mapping[str, tuple[float, float]] | None = None,
+    cache: CostCache | None = None,
 ) -> Mapping[str, tuple[float, float]]:
     """The node's weights as name -> (params, bytes read), for the distinct-weight totals.
 
@@ -69,7 +90,8 @@ def weight_entries(
     tied weights once): it counts ``(0, nbytes)``, and each of its root weights ``(numel, 0)`` (whoever reads a
     root counts its bytes). Rotary-embedding tables (:data:`_BUFFER_NAME`) are buffers: bytes, no parameters.
     Totals merge entries with :func:`~onnxroof.core.cost.merge_weights`. ``table``: the node's
-    :func:`~onnxroof.core.registry.weight_table` when the caller has it already.
+    :func:`~onnxroof.core.registry.weight_table` when the caller has it already; ``cache``: the cost stage's
+    :class:`CostCache` (a fresh one when None).
     """
     if table is None:
         table = weight_table(op, entry)
@@ -79,7 +101,7 @@ def weight_entries(
     found: dict[str, tuple[float, float]] = {}
     for name, (params, nbytes) in table.items():
         key = root(name)
-        roots = derived_roots(key, scope)
+        roots = derived_roots(key, scope, cache or CostCache())
         if key in scope.tied:
             original = scope.tensors.get(scope.tied[key])
             roots = (original,) if original is not None else roots
@@ -92,10 +114,10 @@ def weight_entries(
     return found
 
 
-def derived_roots(name: str, scope: ModelIR) -> tuple[TensorInfo, ...] | None:
+def derived_roots(name: str, scope: ModelIR, cache: CostCache) -> tuple[TensorInfo, ...] | None:
     """The root weights (initializers, ``Constant`` values, outer-scope weights) a weight is computed from;
-    None when ``name`` is itself a root. Walked once per tensor and remembered with the IR."""
-    memo: dict[str, tuple[TensorInfo, ...] | None] = scope.memo.setdefault(_ROOTS_KEY, {})
+    None when ``name`` is itself a root. Walked once per tensor and remembered in ``cache``."""
+    memo = cache.roots_of(scope)
     if name in memo:
         return memo[name]
     producer = scope.index.producer
@@ -152,19 +174,23 @@ def _has_schema(op_type: str, domain: str) -> bool:
     return onnx.defs.has(op_type, domain)
 
 
-def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = None) -> NodeCost:
+def cost_node(
+    op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = None, cache: CostCache | None = None
+) -> NodeCost:
     """State, kind, cost and weights of one node (control-flow nodes through their bodies). A weight read
     through a folded view (a Reshape of an initializer) is keyed by the initializer it aliases, so a weight
-    two ops read in different shapes (GenAI's tied int4 embedding and lm_head) counts once."""
+    two ops read in different shapes (GenAI's tied int4 embedding and lm_head) counts once. ``cache``: what the
+    cost stage remembers across nodes (:class:`CostCache`; a fresh one when None)."""
+    cache = cache if cache is not None else CostCache()
     if _computed_at_load(op.outputs):
         if not is_known_op(op):  # nothing can evaluate it at load time: never silently zero
             return _NOT_FOLDED
         return _FOLDED
     if op.subgraphs and op.op_type in CONTROL_FLOW_OPS and op.op_type != "SequenceMap":
-        return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph), root_graph)
+        return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph, cache), root_graph)
     entry = REGISTRY.lookup(op.domain, op.op_type)
     if entry is None:
-        return _cost_function_body(op, scope, root_graph)
+        return _cost_function_body(op, scope, root_graph, cache)
     if entry.kind.moves_nothing:
         return _MOVES_NOTHING[entry.kind]
     try:
@@ -172,18 +198,18 @@ def cost_node(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = N
     except ShapeUnknown as missing:
         note = f"no static shape for '{missing.tensor}'"
         return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
-    weights = weight_entries(op, entry, scope, table)
+    weights = weight_entries(op, entry, scope, table, cache)
     # the node's params are those of the weights it reads, a derived or tied weight's roots included
     params = float(sum(params for params, _ in weights.values())) if weights else 0.0
     if params != cost.params:
         cost = Cost(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, params)
     if not weights:
-        return _costed(entry.kind, cost, scope)
+        return _costed(entry.kind, cost, cache)
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
 
 
-def _costed(kind: RuleKind, cost: Cost, scope: ModelIR) -> NodeCost:
-    """The costed :class:`NodeCost` of a node that reads no weight: one per distinct (kind, cost) in ``scope``, so
+def _costed(kind: RuleKind, cost: Cost, cache: CostCache) -> NodeCost:
+    """The costed :class:`NodeCost` of a node that reads no weight: one per distinct (kind, cost) in ``cache``, so
     that the nodes of a model's repeated layers share one ``NodeCost`` and one ``Cost`` (~250 bytes a node kept
     for the whole analysis) and skip building them. Only all-float figures are shared: an ``int`` figure equals a
     ``float`` one, but the output shows the difference. At most :data:`_POOL_SIZE` are remembered (then afresh)."""
@@ -195,7 +221,7 @@ def _costed(kind: RuleKind, cost: Cost, scope: ModelIR) -> NodeCost:
         and type(cost.params) is float
     ):
         return NodeCost(NodeState.COSTED, kind, cost, "", 1, _NO_WEIGHTS)
-    pool: dict[tuple, NodeCost] = scope.memo.setdefault(_POOL_KEY, {})
+    pool = cache.pool
     key = (kind, cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, cost.params)  # compared in C
     found = pool.get(key)
     if found is None:
@@ -217,7 +243,7 @@ def _computed_at_load(outputs: tuple[TensorInfo | None, ...]) -> bool:
     return present
 
 
-def _cost_function_body(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None) -> NodeCost:
+def _cost_function_body(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None, cache: CostCache) -> NodeCost:
     """An op without a rule: through its ONNX function body when ONNX defines one (costing.function), else
     unsupported."""
     try:
@@ -226,7 +252,7 @@ def _cost_function_body(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto 
         body = None
     if body is None:
         return NodeCost(NodeState.UNSUPPORTED, "", Cost.zero(), "no cost rule", launches=0)
-    result = cost_body(body, scope, lambda inner, ir: cost_node(inner, ir, root_graph))
+    result = cost_body(body, scope, lambda inner, ir: cost_node(inner, ir, root_graph, cache))
     note = "costed through its ONNX function body"
     if result.unknown:
         missing = next((t.name for t in op.inputs if t is not None and not t.is_static_shape), None)
