@@ -36,11 +36,11 @@ from onnxroof.core.cost import merge_weights
 from onnxroof.core.errors import StrictError
 from onnxroof.core.index import GraphIndex, graph_index
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_ir
+from onnxroof.core.kernel import Miss
+from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.states import NodeState, Role, RuleKind
-from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import cost_node
 from onnxroof.costing.node import op_key as _op_key
-from onnxroof.fusion.fuse import Miss
 from onnxroof.fusion.patterns import graph_captured
 from onnxroof.load.reader import load_model
 from onnxroof.platform.lookup import load_platform

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from onnxroof.core.ir import ModelIR
-from onnxroof.costing.control_flow import NodeCost
-from onnxroof.fusion.fuse import Kernel, Miss, fuse
+from onnxroof.core.kernel import Kernel, Miss
+from onnxroof.core.node_cost import NodeCost
+from onnxroof.fusion.fuse import fuse
 from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
 from onnxroof.platform.model import Platform

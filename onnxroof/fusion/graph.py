@@ -14,9 +14,9 @@ from typing import NamedTuple
 import onnxroof.rules  # noqa: F401  (registers every rule family: nodes are grouped by rule kind)
 from onnxroof.core.index import graph_index
 from onnxroof.core.ir import ModelIR, OpView
+from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.registry import RuleEntry, lookup
 from onnxroof.core.states import NodeState, RuleKind
-from onnxroof.costing.control_flow import NodeCost
 
 #: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
 #: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
@@ -152,7 +152,7 @@ def _op_key(op: OpView) -> str:
 
 
 class MissRecord(NamedTuple):
-    """A candidate that did not fuse, as the pass records it (the result's :class:`onnxroof.fusion.fuse.Miss`)."""
+    """A candidate that did not fuse, as the pass records it (the result's :class:`onnxroof.core.kernel.Miss`)."""
 
     pattern: str
     node_ids: tuple[str, ...]

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.kernel import pattern_text
 from onnxroof.core.states import Bound
-from onnxroof.fusion.fuse import pattern_text
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import RooflinePoint, classify
 
