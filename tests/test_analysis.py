@@ -243,3 +243,24 @@ def test_nodes_of_equal_costs_share_one_node_cost_but_int_figures_stay_ints() ->
     assert _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4.0), scope) is floats
     ints = _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4), scope)
     assert ints is not floats and type(ints.cost.flops) is int
+
+
+def test_main_precision_is_where_the_most_time_computes_a_tie_going_to_the_greater_name():
+    from dataclasses import replace
+
+    analysis = onnxroof.analyze(ROOT / "samples" / "tiny_cnn.onnx", "xavier", {"batch": 1})
+    first, second, third = analysis.kernels[:3]
+
+    def timed(*pairs: tuple[str, float]) -> onnxroof.Analysis:
+        kernels = (first, second, third)[: len(pairs)]
+        return replace(
+            analysis,
+            kernels=tuple(replace(k, precision=p, latency_s=t) for k, (p, t) in zip(kernels, pairs, strict=True)),
+        )
+
+    assert timed(("fp16", 1.0), ("fp32", 2.0)).main_precision == "fp32"
+    assert timed(("int8", 1.0), ("fp16", 0.6), ("fp16", 0.6)).main_precision == "fp16"  # summed per precision
+    assert timed(("fp32", 1.0), ("fp16", 1.0)).main_precision == "fp32"  # a tie: the greater name,
+    assert timed(("fp16", 1.0), ("fp32", 1.0)).main_precision == "fp32"  # whatever the kernels' order
+    assert replace(analysis, kernels=()).main_precision == analysis.platform.precisions()[0]
+    assert replace(analysis, kernels=(), precision_override="int8").main_precision == "int8"

@@ -166,6 +166,18 @@ class Analysis:
         """The kernel a node runs in (None for nodes that do not run)."""
         return self.kernel_by_node.get(node_id)
 
+    @property
+    def main_precision(self) -> str:
+        """The precision the most predicted time computes at: ``argmax_p Σ_{k : k.precision = p} k.latency_s`` over
+        the kernels, a tie going to the greater name; with no kernel, the precision override, else the platform's
+        first precision."""
+        time: dict[str, float] = {}
+        for kernel in self.kernels:
+            time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
+        if time:
+            return max(time, key=lambda p: (time[p], p))
+        return self.precision_override or self.platform.precisions()[0]
+
     def top_kernels(self, count: int) -> tuple[KernelResult, ...]:
         ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
         return tuple(ranked[:count])

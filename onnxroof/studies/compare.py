@@ -159,7 +159,7 @@ def compare_row(analysis: Analysis) -> CompareRow:
     return CompareRow(
         platform=analysis.platform.name,
         title=analysis.platform.title,
-        precision=main_precision(analysis),
+        precision=analysis.main_precision,
         fusion_profile=analysis.fusion_profile,
         latency_s=latency,
         throughput=1.0 / latency if latency > 0 else math.inf,
@@ -183,14 +183,3 @@ def compare_row(analysis: Analysis) -> CompareRow:
         ),
         array_utilization=t.array_utilization,
     )
-
-
-def main_precision(analysis: Analysis) -> str:
-    """The precision the most predicted time computes at (the override, or the platform's first when nothing
-    runs)."""
-    time: dict[str, float] = {}
-    for kernel in analysis.kernels:
-        time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
-    if time:
-        return max(time, key=lambda p: (time[p], p))
-    return analysis.precision_override or analysis.platform.precisions()[0]
