@@ -19,6 +19,7 @@ from rich.console import Console
 
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
+from onnxroof.core.profiles import FusionProfile
 
 app = typer.Typer(
     name="onnxroof",
@@ -137,8 +138,8 @@ FusionOption = Annotated[
     str | None,
     typer.Option(
         "--fusion",
-        help="Fusion profile: ort-cpu, tensorrt, tensorrt-llm (TensorRT + CUDA graphs: one launch per run) or "
-        "none (default: the platform's).",
+        help=f"Fusion profile: {', '.join(FusionProfile)} (default: the platform's); {FusionProfile.TENSORRT_LLM} is "
+        "TensorRT with CUDA graphs: one launch per run.",
     ),
 ]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
