@@ -242,3 +242,24 @@ def test_nodes_of_equal_costs_share_one_node_cost_but_int_figures_stay_ints() ->
     assert _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4.0), cache) is floats
     ints = _costed(RuleKind.COMPUTE, onnxroof.Cost(flops=4), cache)
     assert ints is not floats and type(ints.cost.flops) is int
+
+
+def test_main_precision_is_where_the_most_time_computes_a_tie_going_to_the_greater_name():
+    from dataclasses import replace
+
+    analysis = onnxroof.analyze(ROOT / "samples" / "tiny_cnn.onnx", "xavier", {"batch": 1})
+    kernels = analysis.kernels
+
+    def timed(*pairs: tuple[str, float]) -> onnxroof.Analysis:
+        """The analysis with kernels of these precisions and times (the columns main_precision reads)."""
+        precision = np.asarray([p for p, _ in pairs], dtype=object)
+        latency = np.asarray([t for _, t in pairs], dtype=np.float64)
+        figures = replace(kernels.figures, latency_s=latency)
+        return replace(analysis, kernels=replace(kernels, precision=precision, figures=figures))
+
+    assert timed(("fp16", 1.0), ("fp32", 2.0)).main_precision == "fp32"
+    assert timed(("int8", 1.0), ("fp16", 0.6), ("fp16", 0.6)).main_precision == "fp16"  # summed per precision
+    assert timed(("fp32", 1.0), ("fp16", 1.0)).main_precision == "fp32"  # a tie: the greater name,
+    assert timed(("fp16", 1.0), ("fp32", 1.0)).main_precision == "fp32"  # whatever the kernels' order
+    assert timed().main_precision == analysis.platform.precisions()[0]
+    assert replace(timed(), precision_override="int8").main_precision == "int8"

@@ -131,3 +131,16 @@ def test_the_cli_holds_no_library_logic() -> None:
                 if statements > 60:
                     long_commands.append(f"{path.name}:{node.name} ({statements})")
     assert not long_commands, long_commands
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A name one module shares with another is public (``cli.common.emit``, not ``_emit``); dunders aside."""
+    private = [
+        f"{path.relative_to(ROOT)}: {alias.name} from {node.module}"
+        for path in SOURCES
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("onnxroof")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.endswith("__")
+    ]
+    assert not private, private

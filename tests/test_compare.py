@@ -19,6 +19,7 @@ from onnxroof.cli import app
 from onnxroof.core.errors import PlatformError
 from onnxroof.report.compare_view import CSV_FIELDS, compare_dict, compare_figure, render_compare_chart
 from onnxroof.studies.compare import CompareError, compare
+from onnxroof.studies.top import top_kernels
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CNN = SAMPLES / "tiny_cnn.onnx"
@@ -170,3 +171,14 @@ def test_cli_errors_exit_2_and_write_nothing(tmp_path: Path, args: tuple[str, ..
     assert len(lines) == 1 and lines[0].startswith("error:") and text in lines[0], result.stderr
     assert "Traceback" not in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_top_kernels_are_ranked_by_time_with_their_share_and_bound():
+    analysis = analyze(CNN, "xavier", DIMS)
+    tops = top_kernels(analysis, 3)
+    assert [t.id for t in tops] == [k.id for k in analysis.top_kernels(3)] and len(tops) == 3
+    assert [t.latency_s for t in tops] == sorted((t.latency_s for t in tops), reverse=True)
+    kernels = {k.id: k for k in analysis.kernels}
+    for top in tops:
+        assert top.share == pytest.approx(top.latency_s / analysis.totals.latency_s)
+        assert top.bound is kernels[top.id].bound and top.op_types == kernels[top.id].op_types

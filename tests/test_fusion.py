@@ -15,8 +15,9 @@ from onnxroof.analysis.analyze import analyze
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.ir import build_ir
+from onnxroof.core.kernel import SINGLE, Kernel
 from onnxroof.costing.node import cost_node
-from onnxroof.fusion.fuse import SINGLE, FusionResult, Kernel, fuse
+from onnxroof.fusion.fuse import FusionResult, fuse
 from onnxroof.fusion.patterns import PATTERNS, PATTERNS_BY_NAME, PROFILES, parse_template
 from onnxroof.load.reader import load_model
 from onnxroof.rules import REGISTRY

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 import onnxroof
 from onnxroof.cli import app
+from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.units import seconds
 
 RESNET = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
@@ -86,3 +87,10 @@ def test_unknown_fusion_profile_is_a_one_line_error() -> None:
     result = CliRunner().invoke(app, ["report", "samples/tiny_cnn.onnx", "-d", "batch=1", "--fusion", "magic"])
     assert result.exit_code == 2
     assert "unknown fusion profile 'magic'" in result.output and "ort-cpu" in result.output
+
+
+def test_fusion_help_names_every_profile():
+    result = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0
+    named = result.stdout.split("--fusion", 1)[1].split("--", 1)[0]
+    assert all(profile in named for profile in FusionProfile), named

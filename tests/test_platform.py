@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onnxroof.core.errors import PlatformError
+from onnxroof.core.profiles import FusionProfile
 from onnxroof.platform.lookup import bundled_platform_names, bundled_platforms, load_platform
 from onnxroof.platform.model import PRECISIONS, Platform
 
@@ -67,6 +68,7 @@ def test_bundled_platforms_load_and_are_sane() -> None:
         assert "fp32" in p.peak_flops or "int8" in p.peak_flops, p.name
         assert p.dram_bandwidth > 0
         assert p.launch_overhead_s > 0
+        assert type(p.fusion_profile) is FusionProfile, p.name
         for precision in p.precisions():
             assert math.isfinite(p.ridge(precision)) and p.ridge(precision) > 0
         assert set(p.peak_flops) <= set(PRECISIONS)

@@ -33,8 +33,8 @@ from onnxroof.analysis.whatif import WhatIf, whatif_warnings
 from onnxroof.core.gemm import array_gemm
 from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
+from onnxroof.core.kernel import Miss
 from onnxroof.core.states import NodeState
-from onnxroof.fusion.fuse import Miss
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import resolve_precision
@@ -90,6 +90,20 @@ class Analysis:
     def kernel_of(self, node_id: str) -> KernelResult | None:
         """The kernel a node runs in (None for nodes that do not run)."""
         return self.kernel_by_node.get(node_id)
+
+    @property
+    def main_precision(self) -> str:
+        """The precision the most predicted time computes at: ``argmax_p Σ_{k : k.precision = p} k.latency_s`` over
+        the kernels, a tie going to the greater name; with no kernel, the precision override, else the platform's
+        first precision."""
+        time: dict[str, float] = {}
+        for precision, latency in zip(
+            self.kernels.precision.tolist(), self.kernels.figures.latency_s.tolist(), strict=True
+        ):
+            time[precision] = time.get(precision, 0.0) + latency
+        if time:
+            return max(time, key=lambda p: (time[p], p))
+        return self.precision_override or self.platform.precisions()[0]
 
     def top_kernels(self, count: int) -> tuple[KernelResult, ...]:
         ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))

@@ -9,7 +9,7 @@ from typing import Any, overload
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView, TensorInfo
-from onnxroof.costing.control_flow import NodeCost
+from onnxroof.core.node_cost import NodeCost
 from onnxroof.roofline.kernels import COST_FIELDS, Placed
 from onnxroof.roofline.place import FIGURES, Figures, Floats, Objects
 from onnxroof.roofline.rows import Column

@@ -35,13 +35,13 @@ from onnxroof.core.cost import merge_weights
 from onnxroof.core.descriptor import KernelDescriptor
 from onnxroof.core.errors import StrictError
 from onnxroof.core.ir import ModelIR, OpView, build_ir
+from onnxroof.core.kernel import Kernel, Miss
+from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.states import NodeState, OpClass, Role
-from onnxroof.costing.control_flow import NodeCost
 from onnxroof.costing.node import CostCache, cost_node
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.descriptor import describe
-from onnxroof.fusion.fuse import Kernel, Miss
 from onnxroof.fusion.fuse import fuse as fuse_kernels
 from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
@@ -52,8 +52,10 @@ from onnxroof.rules import REGISTRY
 
 Source = str | os.PathLike | onnx.ModelProto | ModelFile
 
-read = read_file
-"""The read stage: parse and check a model once (:func:`onnxroof.load.reader.read_file`)."""
+def read(source: Source) -> ModelFile:
+    """The read stage: parse and check a model once, never reading its weight bytes
+    (:func:`onnxroof.load.reader.read_file`); what :func:`bind` takes to bind it any number of times."""
+    return read_file(source)
 
 
 # ------------------------------------------------------------------------------------------------- bind

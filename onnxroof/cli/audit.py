@@ -19,9 +19,9 @@ from onnxroof.cli.common import (
     FusionOption,
     PeakOption,
     ShapeOption,
-    _errors,
-    _fail,
     app,
+    exit_on_errors,
+    fail,
     progress_bar,
     shape_options,
 )
@@ -86,10 +86,10 @@ def audit(
     from onnxroof.report.audit_view import TABLE_SUFFIXES, render_audit_console, summary_line, write_table
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    with _errors(debug):
+    with exit_on_errors(debug):
         require_dask()
         if output is not None and output.suffix.lower() not in TABLE_SUFFIXES:
-            _fail(f"-o {output}: the table is written as .parquet, .csv or .json")
+            fail(f"-o {output}: the table is written as .parquet, .csv or .json")
         options = AuditOptions(
             platforms=tuple(platform or ("xavier",)),
             dims=parse_dim_bindings(dim or []),
@@ -105,7 +105,7 @@ def audit(
             with store, progress_bar("auditing") as progress:
                 result = run_audit(paths, options, engine=engine, cache=store, progress=progress)
         except KeyboardInterrupt:
-            _fail("cancelled: the analyses that finished are in the cache", EXIT_CANCELLED)
+            fail("cancelled: the analyses that finished are in the cache", EXIT_CANCELLED)
         if output is not None:
             write_table(result.table, output)
         else:

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
+from onnxroof.core.profiles import FusionProfile
 
 app = typer.Typer(
     name="onnxroof",
@@ -41,7 +42,7 @@ class ListFormat(StrEnum):
     json = "json"
 
 
-_SUFFIX_FORMATS = {
+REPORT_SUFFIXES = {
     ".json": ReportFormat.json,
     ".csv": ReportFormat.csv,
     ".txt": ReportFormat.table,
@@ -63,36 +64,36 @@ def chosen_format(
     return named if named is not None else default
 
 
-def _fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}", markup=True)
     raise typer.Exit(code)
 
 
 @contextlib.contextmanager
-def _errors(debug: bool) -> Iterator[None]:
+def exit_on_errors(debug: bool) -> Iterator[None]:
     """Turn library errors into one line and exit 2; unexpected ones into one line and exit 3."""
     try:
         yield
     except OnnxroofError as exc:
         if debug:
             raise
-        _fail(str(exc).replace("[", r"\["), 2)
+        fail(str(exc).replace("[", r"\["), 2)
     except (typer.Exit, typer.Abort):
         raise
     except OSError as exc:  # the environment (a full disk, a vanished file), not a bug: exit 2
         if debug:
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        _fail(f"{where}{exc.strerror or exc}".replace("[", r"\["), 2)
+        fail(f"{where}{exc.strerror or exc}".replace("[", r"\["), 2)
     except Exception as exc:
         if debug:
             raise
-        _fail(
+        fail(
             f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("[", r"\["), 3
         )
 
 
-def _emit(text_or_render: str | Iterator[str] | Callable[[Console], None], output: Path | None) -> None:
+def emit(text_or_render: str | Iterator[str] | Callable[[Console], None], output: Path | None) -> None:
     """Write a result: text, text in pieces (a file is written as they come; standard output gets them whole,
     so a failure while making them prints nothing), or a Rich render."""
     if isinstance(text_or_render, Iterator):
@@ -137,8 +138,8 @@ FusionOption = Annotated[
     str | None,
     typer.Option(
         "--fusion",
-        help="Fusion profile: ort-cpu, tensorrt, tensorrt-llm (TensorRT + CUDA graphs: one launch per run) or "
-        "none (default: the platform's).",
+        help=f"Fusion profile: {', '.join(FusionProfile)} (default: the platform's); {FusionProfile.TENSORRT_LLM} is "
+        "TensorRT with CUDA graphs: one launch per run.",
     ),
 ]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]

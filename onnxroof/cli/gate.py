@@ -24,10 +24,10 @@ from onnxroof.cli.common import (
     PeakPrecisionOption,
     PlatformOption,
     ShapeOption,
-    _emit,
-    _errors,
     app,
     chosen_format,
+    emit,
+    exit_on_errors,
     progress_bar,
     shape_options,
 )
@@ -148,7 +148,7 @@ def check(
     from onnxroof.report import ci as ci_formats
     from onnxroof.report.console import render_warnings
 
-    with _errors(debug):
+    with exit_on_errors(debug):
         chosen = chosen_format(output_format, output, _CHECK_SUFFIXES, CheckFormat.table)
         rules = load_budget(budget) if budget is not None else Budget()
         if fail_if_slower is not None and baseline is None:
@@ -182,15 +182,15 @@ def check(
         warnings = tuple(f"{c.path}: {warning}" for c in checks for warning in c.warnings)
         render_warnings(warnings, Console(stderr=True, highlight=False))
         if chosen is CheckFormat.json:
-            _emit(ci_formats.render_check_json(checks, rules), output)
+            emit(ci_formats.render_check_json(checks, rules), output)
         elif chosen is CheckFormat.junit:
-            _emit(ci_formats.render_junit(checks), output)
+            emit(ci_formats.render_junit(checks), output)
         elif chosen is CheckFormat.sarif:
-            _emit(ci_formats.render_sarif(checks), output)
+            emit(ci_formats.render_sarif(checks), output)
         elif chosen is CheckFormat.github:
-            _emit(ci_formats.render_github(checks), output)
+            emit(ci_formats.render_github(checks), output)
         else:
-            _emit(lambda console: ci_formats.render_check_console(checks, console), output)
+            emit(lambda console: ci_formats.render_check_console(checks, console), output)
         code = overall_exit_code(checks)
     raise typer.Exit(code)
 
@@ -221,7 +221,7 @@ def diff(
     from onnxroof.load.reader import parse_dim_bindings
     from onnxroof.report.diff_view import render_diff_console, render_diff_json
 
-    with _errors(debug):
+    with exit_on_errors(debug):
         tolerance = parse_quantity(fail_if_slower, "share", "--fail-if-slower") if fail_if_slower else None
         chosen = chosen_format(output_format, output, {".json": DiffFormat.json}, DiffFormat.table)
         dims = parse_dim_bindings(dim or [])
@@ -230,8 +230,8 @@ def diff(
         result = diff_documents(docs[0], docs[1], str(old), str(new))
         gate = slowdown_gate(result, tolerance, fail_if_slower) if tolerance is not None else None
         if chosen is DiffFormat.json:
-            _emit(render_diff_json(result, gate), output)
+            emit(render_diff_json(result, gate), output)
         else:
-            _emit(lambda console: render_diff_console(result, console, top, gate), output)
+            emit(lambda console: render_diff_console(result, console, top, gate), output)
         code = 1 if gate is not None and not gate["passed"] else 0
     raise typer.Exit(code)

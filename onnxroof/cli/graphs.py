@@ -24,10 +24,10 @@ from onnxroof.cli.common import (
     PeakPrecisionOption,
     PlatformOption,
     ShapeOption,
-    _emit,
-    _errors,
     app,
     chosen_format,
+    emit,
+    exit_on_errors,
     shape_options,
 )
 from onnxroof.core.errors import OnnxroofError
@@ -117,7 +117,7 @@ def plot(
     draws energy per operation on one platform's floorline instead."""
     from onnxroof.report.plot import plot_format, render_plot
 
-    with _errors(debug):
+    with exit_on_errors(debug):
         fmt = plot_format(output)
         chosen = platform or ["xavier"]
         if kind is PlotKind.floorline:
@@ -154,7 +154,7 @@ def graph(
     """Write MODEL's graph annotated with every node's figures: for Netron, as ONNX, or for Graphviz."""
     from onnxroof.report import graph as annotate
 
-    with _errors(debug):
+    with exit_on_errors(debug):
         chosen = chosen_format(output_format, output, _GRAPH_SUFFIXES)
         if chosen is None:
             raise OnnxroofError("give --format netron, onnx, dot or svg (or an -o file ending in one of those)")
@@ -164,11 +164,11 @@ def graph(
             annotate.require_dot()  # fail on a missing 'dot' before the analysis runs
         (analysis,) = _analyze(model, [platform], dim, precision, fusion, shape)
         if chosen is GraphFormat.netron:
-            _emit(annotate.render_netron(analysis), output)
+            emit(annotate.render_netron(analysis), output)
         elif chosen is GraphFormat.dot:
-            _emit(annotate.render_dot(analysis), output)
+            emit(annotate.render_dot(analysis), output)
         elif chosen is GraphFormat.svg:
-            _emit(annotate.render_svg(annotate.render_dot(analysis)), output)
+            emit(annotate.render_svg(annotate.render_dot(analysis)), output)
         else:
             annotated = annotate.annotated_model(analysis)
             write_atomically(output, annotated.SerializeToString())

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from onnxroof.cli.common import (
-    _SUFFIX_FORMATS,
+    REPORT_SUFFIXES,
     DebugOption,
     DimOption,
     FusionOption,
@@ -23,10 +23,10 @@ from onnxroof.cli.common import (
     PrecisionOption,
     ReportFormat,
     ShapeOption,
-    _emit,
-    _errors,
     app,
     chosen_format,
+    emit,
+    exit_on_errors,
     shape_options,
 )
 
@@ -78,8 +78,8 @@ def llm(
     from onnxroof.report.llm_view import render_llm_csv, render_llm_html, render_llm_json, render_llm_table
     from onnxroof.studies.llm import llm as run_llm
 
-    with _errors(debug):
-        chosen = chosen_format(output_format, output, _SUFFIX_FORMATS, ReportFormat.table)
+    with exit_on_errors(debug):
+        chosen = chosen_format(output_format, output, REPORT_SUFFIXES, ReportFormat.table)
         result = run_llm(
             model,
             platform,
@@ -99,6 +99,6 @@ def llm(
             ReportFormat.html: render_llm_html,
         }
         if chosen == ReportFormat.table:
-            _emit(lambda console: render_llm_table(result, console), output)
+            emit(lambda console: render_llm_table(result, console), output)
         else:
-            _emit(renderers[chosen](result), output)
+            emit(renderers[chosen](result), output)

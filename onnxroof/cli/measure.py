@@ -25,9 +25,9 @@ from onnxroof.cli.common import (
     FusionOption,
     OutputOption,
     ShapeOption,
-    _emit,
-    _errors,
     app,
+    emit,
+    exit_on_errors,
     progress_bar,
     shape_options,
 )
@@ -62,7 +62,7 @@ def calibrate(
     from onnxroof.report.measure_view import render_calibration
 
     err = Console(stderr=True, highlight=False)
-    with _errors(debug):
+    with exit_on_errors(debug):
         if output is not None and output.is_dir():  # fail before a minute of measuring, not after
             raise OnnxroofError(f"{output}: is a folder; give a file name to write to")
         with progress_bar("calibrating", paths=False) as progress:
@@ -112,7 +112,7 @@ def profile(
     from onnxroof.report.console import render_warnings
     from onnxroof.report.measure_view import render_profile, render_profile_html, render_profile_json
 
-    with _errors(debug):
+    with exit_on_errors(debug):
         if html is not None and html.is_dir():  # fail before profiling, not after
             raise OnnxroofError(f"{html}: is a folder; give a file name to write to")
         suffix = output.suffix.lower() if output else ""
@@ -131,6 +131,6 @@ def profile(
         if html is not None:
             write_atomically(html, render_profile_html(result))
         if chosen is ProfileFormat.json:
-            _emit(render_profile_json(result), output)
+            emit(render_profile_json(result), output)
         else:
-            _emit(lambda console: render_profile(result, console, top), output)
+            emit(lambda console: render_profile(result, console, top), output)

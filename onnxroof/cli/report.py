@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from onnxroof.cli.common import (
-    _SUFFIX_FORMATS,
+    REPORT_SUFFIXES,
     CompressOption,
     DebugOption,
     DensityFileOption,
@@ -24,10 +24,10 @@ from onnxroof.cli.common import (
     ReportFormat,
     ShapeOption,
     SkipOption,
-    _emit,
-    _errors,
     app,
     chosen_format,
+    emit,
+    exit_on_errors,
     shape_options,
 )
 
@@ -76,8 +76,8 @@ def report(
     from onnxroof.report.data import json_chunks, render_csv
     from onnxroof.report.measure_view import render_measured_json
 
-    with _errors(debug):
-        chosen = chosen_format(output_format, output, _SUFFIX_FORMATS, ReportFormat.table)
+    with exit_on_errors(debug):
+        chosen = chosen_format(output_format, output, REPORT_SUFFIXES, ReportFormat.table)
         analysis = analyze(
             model,
             platform=platform,
@@ -91,15 +91,15 @@ def report(
         warnings = analysis.warnings + (measured.warnings if measured is not None else ())
         render_warnings(warnings, Console(stderr=True, highlight=False))
         if chosen is ReportFormat.json:
-            _emit(json_chunks(analysis) if measured is None else render_measured_json(analysis, measured), output)
+            emit(json_chunks(analysis) if measured is None else render_measured_json(analysis, measured), output)
         elif chosen is ReportFormat.csv:
-            _emit(render_csv(analysis), output)
+            emit(render_csv(analysis), output)
         elif chosen is ReportFormat.html:
             from onnxroof.report.html import render_html
 
-            _emit(render_html(analysis, measured), output)
+            emit(render_html(analysis, measured), output)
         else:
-            _emit(lambda console: render_console(analysis, console, top, explain_fusion), output)
+            emit(lambda console: render_console(analysis, console, top, explain_fusion), output)
 
 
 @app.command()
@@ -111,12 +111,12 @@ def platforms(
     from onnxroof.platform.lookup import bundled_platforms
     from onnxroof.report.platforms import render_platforms_json, render_platforms_table
 
-    with _errors(debug):
+    with exit_on_errors(debug):
         found = bundled_platforms()
         if output_format is ListFormat.json:
-            _emit(render_platforms_json(found), None)
+            emit(render_platforms_json(found), None)
         else:
-            _emit(lambda console: render_platforms_table(found, console), None)
+            emit(lambda console: render_platforms_table(found, console), None)
 
 
 @app.command()
@@ -125,5 +125,5 @@ def rules(debug: DebugOption = False) -> None:
     from onnxroof.report.platforms import render_rules_table
     from onnxroof.rules import REGISTRY
 
-    with _errors(debug):
-        _emit(lambda console: render_rules_table(REGISTRY.all_rules(), console), None)
+    with exit_on_errors(debug):
+        emit(lambda console: render_rules_table(REGISTRY.all_rules(), console), None)

@@ -27,9 +27,9 @@ from onnxroof.cli.common import (
     PlatformOption,
     ShapeOption,
     SkipOption,
-    _emit,
-    _errors,
     app,
+    emit,
+    exit_on_errors,
     shape_options,
 )
 from onnxroof.core.errors import OnnxroofError
@@ -80,11 +80,11 @@ def _deliver(
     if chart is not None and image is not None:
         write_atomically(chart, image)
     if chosen is TableFormat.json:
-        _emit(render.json(result), output)
+        emit(render.json(result), output)
     elif chosen is TableFormat.csv:
-        _emit(render.csv(result), output)
+        emit(render.csv(result), output)
     else:
-        _emit(lambda console: render.table(result, console), output)
+        emit(lambda console: render.table(result, console), output)
 
 
 def _study(
@@ -97,7 +97,7 @@ def _study(
     debug: bool,
 ) -> None:
     """One what-if study: check the targets are writable, ``run`` it, then deliver the chosen format."""
-    with _errors(debug):
+    with exit_on_errors(debug):
         chosen = _chosen(output_format, output)
         _check_targets(output, chart)
         _deliver(run(), render, chosen, output, chart, title)

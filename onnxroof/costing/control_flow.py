@@ -15,8 +15,8 @@ kernel launch per iteration.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
@@ -24,29 +24,12 @@ from onnx import numpy_helper
 
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import MalformedNode
-from onnxroof.core.ir import ModelIR, OpView, TensorInfo, build_graph_ir
+from onnxroof.core.ir import ModelIR, OpView, build_graph_ir
+from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.protos import graph_value_types
 from onnxroof.core.states import NodeState, RuleKind
 
-CostFn = Callable[[OpView, ModelIR], "NodeCost"]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeCost:
-    """What costing one node (or one control-flow node with its bodies) yields."""
-
-    state: NodeState
-    kind: RuleKind | str  # "" when no rule ran (folded, unsupported)
-    cost: Cost
-    note: str = ""
-    launches: int = 1  # kernels launched (body kernels × iterations for control flow)
-    weights: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # name -> (numel, nbytes)
-    unsupported: tuple[str, ...] = ()  # op keys without a rule found inside bodies
-    missing_tensor: str | None = None  # the tensor without a static shape (state ``unknown_shape``)
-    branch: str = ""  # If: the branch costed ("then_branch" / "else_branch")
-    warnings: tuple[str, ...] = ()
-    """What was not costed inside the node's bodies, one line each (nested bodies included): the analysis
-    lists them in its warnings, so a body's uncosted nodes are never only a note."""
+CostFn = Callable[[OpView, ModelIR], NodeCost]
 
 
 @dataclass(frozen=True)
@@ -188,4 +171,4 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
     )
 
 
-__all__ = ["BodyCost", "NodeCost", "TensorInfo", "cost_body", "cost_control_flow"]
+__all__ = ["BodyCost", "cost_body", "cost_control_flow"]

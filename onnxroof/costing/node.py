@@ -15,9 +15,10 @@ import onnx.defs
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView, TensorInfo
+from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.registry import RuleEntry, evaluate_with_weights, weight_table
 from onnxroof.core.states import NodeState, Role, RuleKind
-from onnxroof.costing.control_flow import NodeCost, cost_body, cost_control_flow
+from onnxroof.costing.control_flow import cost_body, cost_control_flow
 from onnxroof.costing.function import expand_function
 from onnxroof.rules import REGISTRY
 

@@ -127,9 +127,8 @@ def _plan(
     cache: ResultCache,
 ) -> _Plan:
     """Every row from the cache that can come from it; a task for each distinct miss."""
-    import onnxroof
+    from onnxroof.core.version import __version__ as version
 
-    version = onnxroof.__version__
     plan = _Plan()
     for entry in entries:
         budget = budgets.get(entry.budget or "")

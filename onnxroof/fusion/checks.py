@@ -2,7 +2,7 @@
 
 An :class:`Edge` is one candidate application: an anchor unit absorbing a neighbour through one value. Every
 check kind named in :mod:`onnxroof.fusion.patterns` is implemented here (:data:`CHECKS`); its reason, written
-for a reader, becomes the :class:`onnxroof.fusion.fuse.Miss` that explains why the pattern did not apply.
+for a reader, becomes the :class:`onnxroof.core.kernel.Miss` that explains why the pattern did not apply.
 :data:`NOT_A_CANDIDATE` means the neighbour was no candidate at all, and records no miss.
 """
 

@@ -1,9 +1,9 @@
 """The fusion pass: the per-node graph turned into the kernels a target runtime would run.
 
-``fuse(ir, node_costs, profile)`` groups the costed nodes into :class:`Kernel` s using the patterns the
-profile enables (:mod:`onnxroof.fusion.patterns`: the patterns are data, the pass applies them), and
-explains every candidate that did not fuse (:class:`Miss`). Only nodes whose state is ``costed`` become
-kernel members; every costed node belongs to exactly one kernel.
+``fuse(ir, node_costs, profile)`` groups the costed nodes into kernels (:class:`~onnxroof.core.kernel.Kernel`)
+using the patterns the profile enables (:mod:`onnxroof.fusion.patterns`: the patterns are data, the pass applies
+them), and explains every candidate that did not fuse (:class:`~onnxroof.core.kernel.Miss`). Only nodes whose
+state is ``costed`` become kernel members; every costed node belongs to exactly one kernel.
 
 Order of application (mirrors how runtimes rewrite): (1) decomposed functions (GELU, SiLU, LayerNorm,
 RMSNorm) are recognised, scanning nodes in topological order; (2) edge patterns grow each kernel, in
@@ -13,8 +13,9 @@ joining only kernels of equal element count).
 
 The pass's parts: :mod:`onnxroof.fusion.graph` (the IR lookups, the units being built, merging them),
 :mod:`onnxroof.fusion.match` (phase 1), :mod:`onnxroof.fusion.edges` (phase 2) with the checks of
-:mod:`onnxroof.fusion.checks`, and :mod:`onnxroof.fusion.pointwise` (phase 3). This module holds the public
-types, runs the phases and costs the resulting kernels.
+:mod:`onnxroof.fusion.checks`, and :mod:`onnxroof.fusion.pointwise` (phase 3). This module holds the result
+(:class:`FusionResult`; its kernel types are in :mod:`onnxroof.core.kernel`), runs the phases and costs the
+resulting kernels.
 
 Views (Reshape, Squeeze, Flatten, Identity, Dropout...) alias their input. Named patterns need DIRECT edges,
 as the runtimes' own pattern matchers do (a view between a MatMul and its Add blocks MatMul+Add → Gemm), but
@@ -42,15 +43,16 @@ Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace...).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import OnnxroofError, ShapeUnknown
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo
+from onnxroof.core.kernel import Kernel, Miss
+from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.states import RuleKind
-from onnxroof.costing.control_flow import NodeCost
 from onnxroof.fusion.checks import CHECKS, NOT_A_CANDIDATE
 from onnxroof.fusion.edges import apply_edges
 from onnxroof.fusion.graph import FusionGraph, PassState
@@ -65,49 +67,7 @@ from onnxroof.fusion.patterns import (
 )
 from onnxroof.fusion.pointwise import apply_pointwise
 
-SINGLE = "single"
-
-
-def pattern_text(patterns: Sequence[str]) -> str:
-    """Pattern names as rendered (the JSON ``pattern`` field, tables): joined by ``+`` in the order they applied,
-    ``single`` when none did."""
-    return "+".join(patterns) if patterns else SINGLE
-
-
-# ------------------------------------------------------------------------------------------ public types
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """Nodes a runtime executes as one kernel.
-
-    ``node_ids``: the anchor first, then the other members in topological order (the anchor is also
-    topologically first except where a producer was absorbed, e.g. a Transpose read by the MatMul anchor).
-    ``patterns``: the patterns applied, in the order they applied (``("conv_bn", "ort_conv_activation")``), empty
-    for an unfused node; :attr:`pattern` renders them as text.
-    """
-
-    id: str
-    patterns: tuple[str, ...]
-    node_ids: tuple[str, ...]
-    cost: Cost
-    ideal: Cost
-    layout: bool
-    folded_nodes: tuple[str, ...]
-
-    @property
-    def pattern(self) -> str:
-        """The patterns as text: joined by ``+`` (``conv_bn+ort_conv_activation``), ``single`` for an unfused node."""
-        return pattern_text(self.patterns)
-
-
-@dataclass(frozen=True)
-class Miss:
-    """A fusion candidate that did not fuse, and why."""
-
-    pattern: str
-    node_ids: tuple[str, ...]
-    reason: str
+# ----------------------------------------------------------------------------------------------- result
 
 
 @dataclass(frozen=True)
@@ -291,10 +251,7 @@ def fuse(
 __all__ = [
     "CHECKS",
     "NOT_A_CANDIDATE",
-    "SINGLE",
     "FusionResult",
-    "Kernel",
-    "Miss",
     "fuse",
     "profile_patterns",
 ]

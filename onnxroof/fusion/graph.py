@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from onnxroof.core.ir import ModelIR, OpView
+from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.registry import RuleEntry
 from onnxroof.core.states import NodeState, RuleKind
-from onnxroof.costing.control_flow import NodeCost
 from onnxroof.rules import REGISTRY
 
 #: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
@@ -151,7 +151,7 @@ def _op_key(op: OpView) -> str:
 
 
 class MissRecord(NamedTuple):
-    """A candidate that did not fuse, as the pass records it (the result's :class:`onnxroof.fusion.fuse.Miss`)."""
+    """A candidate that did not fuse, as the pass records it (the result's :class:`onnxroof.core.kernel.Miss`)."""
 
     pattern: str
     node_ids: tuple[str, ...]

@@ -119,6 +119,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.states import OpClass
 
 # ------------------------------------------------------------------------------------------- the data types
@@ -660,10 +661,10 @@ PATTERNS: tuple[Pattern, ...] = (
 PATTERNS_BY_NAME: Mapping[str, Pattern] = MappingProxyType({p.name: p for p in PATTERNS})
 
 #: Target runtime → the patterns it performs.
-PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+PROFILES: Mapping[FusionProfile, tuple[str, ...]] = MappingProxyType(
     {
-        "none": (),
-        "ort-cpu": (
+        FusionProfile.NONE: (),
+        FusionProfile.ORT_CPU: (
             "ort_gelu",
             "silu",
             "ort_layernorm",
@@ -681,7 +682,7 @@ PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "skip_layernorm_bias",
             *_QDQ_NAMES,
         ),
-        "tensorrt": (
+        FusionProfile.TENSORRT: (
             "gelu_erf",
             "gelu_tanh",
             "silu",
@@ -708,10 +709,11 @@ PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         ),
     }
 )
-PROFILES = MappingProxyType({**PROFILES, "tensorrt-llm": PROFILES["tensorrt"]})
+PROFILES = MappingProxyType({**PROFILES, FusionProfile.TENSORRT_LLM: PROFILES[FusionProfile.TENSORRT]})
+assert set(PROFILES) == set(FusionProfile), "every fusion profile has its patterns, and only those"
 
 #: Profiles whose runtime replays the whole run as one captured CUDA graph.
-GRAPH_CAPTURE: frozenset[str] = frozenset({"tensorrt-llm"})
+GRAPH_CAPTURE: frozenset[FusionProfile] = frozenset({FusionProfile.TENSORRT_LLM})
 """Profiles that run graph-captured: TensorRT-LLM (and ONNX Runtime GenAI on CUDA) record a decode step's
 kernels once as a CUDA graph and replay it, so the host pays the launch overhead ``t_launch`` once per run
 (per decode step), not once per kernel: ``t = Σ max(t_compute, t_memory) + t_launch`` instead of

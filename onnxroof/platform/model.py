@@ -61,6 +61,7 @@ from types import MappingProxyType
 from typing import Any
 
 from onnxroof.core.errors import PlatformError
+from onnxroof.core.profiles import FusionProfile
 
 SCHEMA_VERSION = 1
 PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
@@ -70,7 +71,6 @@ PRECISION_FALLBACK: Mapping[str, str] = MappingProxyType(
 )
 """When a platform lacks a figure for a precision, the next one down this chain is used (and said)."""
 KINDS: tuple[str, ...] = ("gpu", "cpu", "accelerator")
-FUSION_PROFILES: tuple[str, ...] = ("tensorrt", "tensorrt-llm", "ort-cpu", "none")
 TENSOR_PRECISIONS: frozenset[str] = frozenset({"tf32", "fp16", "bf16", "fp8", "int8", "int4"})
 """Precisions a GPU runs on tensor cores: the ones ``[sustained] tensor`` derates on ``kind = "gpu"``."""
 SUSTAINED_KEYS: tuple[str, ...] = ("dram_bandwidth", "tensor")
@@ -145,7 +145,7 @@ class Platform:
     name: str
     title: str
     kind: str
-    fusion_profile: str
+    fusion_profile: FusionProfile
     peak_flops: Mapping[str, float] = field(hash=False)
     """Dense peak per precision, FLOP/s (integer precisions: OP/s)."""
     sparse_peak_flops: Mapping[str, float] = field(hash=False)

@@ -11,11 +11,11 @@ from types import MappingProxyType
 from typing import Any
 
 from onnxroof.core.errors import PlatformError
+from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.strict_toml import TomlReader, show_toml
 from onnxroof.platform.model import (
     EFFICIENCY_CLASSES,
     ENERGY_LEVELS,
-    FUSION_PROFILES,
     KINDS,
     MEASUREMENT_KEYS,
     PRECISIONS,
@@ -131,7 +131,7 @@ def _header(doc: Mapping[str, Any], reader: TomlReader, stem: str | None) -> dic
         raise reader.fail("name", f"must equal the file stem {stem!r}, got {name!r}")
     title = reader.string(doc["title"], "title", non_empty=True)
     kind = reader.choice(doc["kind"], "kind", KINDS)
-    fusion_profile = reader.choice(doc["fusion_profile"], "fusion_profile", FUSION_PROFILES)
+    fusion_profile = FusionProfile(reader.choice(doc["fusion_profile"], "fusion_profile", FusionProfile))
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
         raise reader.fail("aliases", f"must be a list of non-empty strings, got {aliases!r}")

@@ -27,9 +27,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from onnxroof import __version__
 from onnxroof.analysis.findings import RULES
 from onnxroof.core.units import seconds
+from onnxroof.core.version import __version__
 from onnxroof.gate.budget import LIMITS, SLOWDOWN, STATUS_ERROR, UNSUPPORTED, VERDICT_FAIL, Budget
 from onnxroof.gate.check import ModelCheck, overall_exit_code
 from onnxroof.report.console import findings_view

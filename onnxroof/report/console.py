@@ -44,7 +44,7 @@ def summary_table(analysis: Analysis) -> Table:
     grid.add_column(justify="right")
     grid.add_column(style="bold")
     grid.add_column(justify="right")
-    shown = analysis.precision_override or _main_precision(analysis)
+    shown = analysis.precision_override or analysis.main_precision
     ridge = p.ridge(shown)
     rows = [
         ("Predicted latency", seconds(t.latency_s), "Params", si(t.params)),
@@ -77,14 +77,6 @@ def summary_table(analysis: Analysis) -> Table:
     for row in rows:
         grid.add_row(*row)
     return grid
-
-
-def _main_precision(analysis: Analysis) -> str:
-    """The precision the most predicted time computes at (the platform's first when nothing runs)."""
-    time: dict[str, float] = {}
-    for kernel in analysis.kernels:
-        time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
-    return max(time, key=time.__getitem__) if time else analysis.platform.precisions()[0]
 
 
 def whatif_text(analysis: Analysis) -> str:

@@ -19,7 +19,6 @@ from onnxroof.core.units import joules
 from onnxroof.report import charts
 from onnxroof.report.html import BOUND_COLOURS
 from onnxroof.roofline.energy import byte_energy, energy_ridge, op_energy
-from onnxroof.studies.compare import main_precision
 
 
 class _Floor(NamedTuple):
@@ -49,7 +48,7 @@ def floorline_figure(analysis: Analysis, title: str | None = None):
     """The floorline figure of one analysis (its platform must give energy figures)."""
     require_energy(analysis)
     p = analysis.platform
-    main = main_precision(analysis)
+    main = analysis.main_precision
     floor = _Floor(main, op_energy(p, main) or 0.0, energy_ridge(p, main) or 1.0, byte_energy(p, "dram"))
     drawn = [k for k in analysis.kernels if k.flops > 0 and k.energy_j]
     ys = [(k.energy_j or 0.0) / k.flops for k in drawn]

@@ -38,7 +38,6 @@ from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.measure.overlay import MeasuredOverlay, with_measured
 from onnxroof.roofline.energy import byte_energy, energy_ridge, op_energy
 from onnxroof.roofline.kernels import KernelResult
-from onnxroof.studies.compare import main_precision
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -211,7 +210,7 @@ def floorline_view(analysis: Analysis) -> dict[str, Any] | None:
     p = analysis.platform
     if not p.has_energy:
         return None
-    main = main_precision(analysis)
+    main = analysis.main_precision
     used = {k.precision for k in analysis.kernels if k.flops > 0} | {main}
     total = analysis.totals.energy_j or 0.0
     bounds = []

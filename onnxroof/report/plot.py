@@ -53,13 +53,6 @@ def plot_format(path: Path) -> str:
     return suffix
 
 
-def _main_precision(analysis: Analysis) -> str | None:
-    time: dict[str, float] = {}
-    for kernel in analysis.kernels:
-        time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
-    return max(time, key=lambda p: (time[p], p)) if time else None
-
-
 def figure(analyses: Sequence[Analysis], title: str | None = None):
     """The roofline figure for one model on one or several platforms."""
     from matplotlib.lines import Line2D
@@ -114,7 +107,7 @@ def _roofs(ax, analysis: Analysis, colour: str, several: bool, limits: Limits) -
     """One platform's roofs: every precision the model computes in (the main one solid), or only the main one
     when several platforms share the chart; on one platform, their figures and the cache levels' slopes."""
     p = analysis.platform
-    main = _main_precision(analysis)
+    main = analysis.main_precision if analysis.kernels else None
     used = sorted({k.precision for k in analysis.kernels}, key=p.peak)
     shown = [main] if several and main else (used or [p.precisions()[0]])
     for q in shown:
@@ -196,7 +189,7 @@ def _kernel_points(ax, analysis: Analysis, colour: str | None, marker: str, limi
 def _platform_text(analysis: Analysis) -> str:
     """A platform's legend entry on a chart of several: its title, the model's latency, its main roof."""
     p = analysis.platform
-    main = _main_precision(analysis)
+    main = analysis.main_precision if analysis.kernels else None
     head = f"{plain_text(p.title)}: {seconds(analysis.totals.latency_s)}"
     if not main:
         return head

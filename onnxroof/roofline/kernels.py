@@ -22,8 +22,8 @@ from typing import Any, overload
 import numpy as np
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.kernel import pattern_text
 from onnxroof.core.states import Bound
-from onnxroof.fusion.fuse import pattern_text
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import FIGURES, ROOFLINE, Figures, Floats, Objects, TimeModel, Work, floats, place
 from onnxroof.roofline.rows import Column, CostColumn, RowView

@@ -23,22 +23,11 @@ from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
+from onnxroof.studies.top import TopKernel, top_kernels
 
 
 class CompareError(OnnxroofError):
     """A comparison is malformed: no platform, or one given twice."""
-
-
-@dataclass(frozen=True, slots=True)
-class TopKernel:
-    """The kernel with the most predicted time on one platform."""
-
-    id: str
-    op_types: tuple[str, ...]
-    latency_s: float
-    share: float
-    """Of the platform's predicted latency."""
-    bound: Bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,12 +173,12 @@ def compare_row(analysis: Analysis) -> CompareRow:
     """One analysis as a comparison row."""
     t = analysis.totals
     kernels = analysis.kernels
-    top = analysis.top_kernels(1)
+    top = top_kernels(analysis, 1)
     latency = t.latency_s
     return CompareRow(
         platform=analysis.platform.name,
         title=analysis.platform.title,
-        precision=main_precision(analysis),
+        precision=analysis.main_precision,
         fusion_profile=analysis.fusion_profile,
         latency_s=latency,
         throughput=1.0 / latency if latency > 0 else math.inf,
@@ -202,25 +191,6 @@ def compare_row(analysis: Analysis) -> CompareRow:
         kernels=len(kernels),
         compute_kernels=sum(1 for k in kernels if k.bound == Bound.COMPUTE),
         memory_kernels=sum(1 for k in kernels if k.bound == Bound.MEMORY),
-        top_kernel=None
-        if not top
-        else TopKernel(
-            id=top[0].id,
-            op_types=top[0].op_types,
-            latency_s=top[0].latency_s,
-            share=top[0].latency_s / latency if latency > 0 else 0.0,
-            bound=top[0].bound,
-        ),
+        top_kernel=top[0] if top else None,
         array_utilization=t.array_utilization,
     )
-
-
-def main_precision(analysis: Analysis) -> str:
-    """The precision the most predicted time computes at (the override, or the platform's first when nothing
-    runs)."""
-    time: dict[str, float] = {}
-    for kernel in analysis.kernels:
-        time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
-    if time:
-        return max(time, key=lambda p: (time[p], p))
-    return analysis.precision_override or analysis.platform.precisions()[0]

@@ -33,6 +33,7 @@ from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.studies.kv_cache import KVCache, find_cache
+from onnxroof.studies.top import TopKernel, top_kernels
 
 LINEAR_TOLERANCE = 0.01
 """The middle decode step may differ from the line through the ends by this share before more are sampled."""
@@ -40,14 +41,6 @@ MORE_POINTS = 9
 TOP_KERNELS = 5
 PREFILL = "prefill"
 DECODE = "decode"
-
-
-@dataclass(frozen=True, slots=True)
-class TopKernel:
-    id: str
-    op_types: tuple[str, ...]
-    latency_s: float
-    bound: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,9 +230,6 @@ def piecewise_sum(points: list[tuple[int, float]]) -> float:
 
 
 def _point(phase: str, past: int, new: int, analysis: Analysis) -> PhasePoint:
-    top = tuple(
-        TopKernel(k.id, tuple(k.op_types), k.latency_s, str(k.bound)) for k in analysis.top_kernels(TOP_KERNELS)
-    )
     return PhasePoint(
         phase=phase,
         past=past,
@@ -248,7 +238,7 @@ def _point(phase: str, past: int, new: int, analysis: Analysis) -> PhasePoint:
         flops=analysis.totals.fused.flops,
         bytes=analysis.totals.fused.bytes,
         memory_bound_share=analysis.totals.memory_bound_share,
-        top_kernels=top,
+        top_kernels=top_kernels(analysis, TOP_KERNELS),
         unsupported=MappingProxyType({k: tuple(v) for k, v in analysis.unsupported.items()}),
     )
 

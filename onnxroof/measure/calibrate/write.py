@@ -57,7 +57,7 @@ class Calibration:
 
     def to_toml(self) -> str:
         """The platform file: loads with :func:`onnxroof.platform.lookup.load_platform`."""
-        from onnxroof import __version__
+        from onnxroof.core.version import __version__
 
         def fig(value: float, source: str) -> str:
             return f"{{ value = {_num(value)}, source = {_str(source)} }}"
