@@ -141,7 +141,7 @@ class NodeTable(Sequence[NodeResult]):
             return NotImplemented
         return list(self) == list(other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: equality compares the rows
 
     @property
     def latency_s(self) -> Floats:

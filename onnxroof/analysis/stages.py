@@ -50,7 +50,7 @@ from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import precision_of, resolve_precision
 from onnxroof.rules import REGISTRY
 
-Source = str | os.PathLike | onnx.ModelProto | ModelFile
+Source = str | os.PathLike[str] | onnx.ModelProto | ModelFile
 
 read = read_file
 """The read stage: parse and check a model once (:func:`onnxroof.load.reader.read_file`)."""

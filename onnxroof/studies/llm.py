@@ -118,8 +118,8 @@ class LLMResult:
 
 
 def llm(
-    model: str | os.PathLike | onnx.ModelProto,
-    platform: str | os.PathLike | Platform = "xavier",
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    platform: str | os.PathLike[str] | Platform = "xavier",
     prompt: int = 128,
     generate: int = 128,
     batch: int = 1,

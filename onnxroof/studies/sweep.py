@@ -101,8 +101,8 @@ class Sweep:
 
 
 def sweep(
-    model: str | os.PathLike | onnx.ModelProto,
-    platform: str | os.PathLike | Platform = "xavier",
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    platform: str | os.PathLike[str] | Platform = "xavier",
     dims: Mapping[str, object] | None = None,
     *,
     dim: str | None = None,
