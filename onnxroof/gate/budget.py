@@ -248,7 +248,7 @@ class Budget:
             "ignore": self.ignore | _ids(ignore, "--ignore-finding"),
         }
         _disjoint(lists, "options")
-        return replace(self, **changes, **lists)
+        return replace(self, **changes, fail=lists["fail"], allow=lists["allow"], ignore=lists["ignore"])
 
     def policy(self, finding: Finding) -> str | None:
         """``fail``, ``warn`` (reported, passes) or None (ignored) for a finding."""
@@ -308,14 +308,14 @@ def parse_budget(data: bytes | str, label: str = "<budget>") -> Budget:
     reader.refuse_unknown(findings, _FINDING_KEYS, "findings")
     if "fail_on" in findings:
         values["fail_on"] = _fail_on(findings["fail_on"], reader.where("findings.fail_on"))
-    lists = {}
+    lists: dict[str, frozenset[str]] = {}
     for key in ("fail", "allow", "ignore"):
         raw = findings.get(key, [])
         if not isinstance(raw, list):
             raise reader.fail(f"findings.{key}", f"must be a list of finding ids, got {show_toml(raw)}")
         lists[key] = _ids(raw, reader.where(f"findings.{key}"))
     _disjoint(lists, reader.where("findings"))
-    return Budget(**values, **lists)
+    return Budget(**values, fail=lists["fail"], allow=lists["allow"], ignore=lists["ignore"])
 
 
 def _limits(doc: Mapping[str, Any], reader: TomlReader) -> dict[str, Any]:

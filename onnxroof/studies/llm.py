@@ -211,7 +211,12 @@ def _roles(cache: KVCache) -> set[str]:
 
 def _kv_bytes(cache: KVCache, precision: str | None) -> float:
     """Bytes per token; a float cache takes the precision override's element size (as analyze restates it)."""
-    if precision in ELEMENT_SIZE and cache.dtype.startswith(("float", "bfloat")) and cache.itemsize:
+    if (
+        precision is not None
+        and precision in ELEMENT_SIZE
+        and cache.dtype.startswith(("float", "bfloat"))
+        and cache.itemsize
+    ):
         return cache.bytes_per_token / cache.itemsize * ELEMENT_SIZE[precision]
     return cache.bytes_per_token
 
