@@ -41,7 +41,7 @@ from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import resolve_precision
 from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
-from onnxroof.roofline.place import ROOFLINE, TimeModel, Work, floats
+from onnxroof.roofline.place import ROOFLINE, Floats, TimeModel, Work, floats
 from onnxroof.roofline.place import place as place_rows
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ def _place_nodes(fused: FusedModel, target: Platform, resolved: Mapping[str, str
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
 
 
-def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> np.ndarray:
+def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> Floats:
     """PE-array utilization of each node (:mod:`onnxroof.roofline.pe_array`); 1 without an array."""
     array = target.array
     if array is None:

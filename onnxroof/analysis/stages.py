@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 
 from onnxroof.analysis.liveness import PeakMemory, peak_activation_memory
@@ -265,9 +266,9 @@ class FusedModel:
     misses: tuple[Miss, ...]
     op_types: tuple[tuple[str, ...], ...]
     descriptors: tuple[KernelDescriptor, ...]
-    anchors: np.ndarray
-    launches: np.ndarray
-    int8: np.ndarray
+    anchors: npt.NDArray[np.int64]
+    launches: npt.NDArray[np.float64]
+    int8: npt.NDArray[np.bool_]
 
 
 def fuse(costed: CostedModel, profile: str) -> FusedModel:
