@@ -68,7 +68,7 @@ def _size_number(unit: Unit, op: OpView, state: PassState, size_number: dict[int
     shape = t.shape if t is not None else None
     if shape is None or None in shape:
         return -1
-    return size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]
+    return size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]  # no None: checked above
 
 
 class _Blocks:

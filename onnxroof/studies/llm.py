@@ -140,7 +140,7 @@ def llm(
             raise DimsError(f"--{name} must be a positive integer, got {value!r}")
     file = read_file(model)  # read once: each phase binds a copy
     proto = file.model
-    user = {k: int(v) for k, v in (dims or {}).items()}  # type: ignore[call-overload]
+    user = {k: int(v) for k, v in (dims or {}).items()}  # type: ignore[call-overload]  # dims are user values: int() checks them
     cache = find_cache(proto, kv_dims, user)
     platform = platform if isinstance(platform, Platform) else load_platform(platform)
 
