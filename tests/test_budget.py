@@ -96,6 +96,17 @@ def test_bad_units_name_the_option(value, kind, says) -> None:
     assert message.startswith("--max-thing: ") and says in message and "\n" not in message
 
 
+@pytest.mark.parametrize(("text", "expected"), [("5e-1", 0.5), ("2.5e-1", 0.25), ("1e0", 1.0)])
+def test_a_share_with_an_exponent_is_checked_whole(text: str, expected: float) -> None:
+    """The ≤ 1 check of a unitless share reads the whole number, exponent included (it once read the mantissa)."""
+    assert parse_quantity(text, "share", "x") == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_share_over_one_written_with_an_exponent_is_refused() -> None:
+    with pytest.raises(BudgetError, match="more than 1"):
+        parse_quantity("0.5e1", "share", "x")
+
+
 _SCALES = {
     "duration": {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9},
     "count": {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12},

@@ -306,6 +306,11 @@ def test_array_instances_lose_the_last_wave() -> None:
     assert array.peak_flops == 2 * 128 * 128 * 4 * 1e9
 
 
+def test_utilization_refuses_a_gemm_with_an_unknown_dim() -> None:
+    with pytest.raises(ValueError, match="complete GEMM shape"):
+        utilization(GemmShape(groups=1, m=None, k=128, n=128), PEArray(128, 128, 1, 1e9))
+
+
 @given(st.integers(1, 64), st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 8))
 def test_utilization_is_a_share_and_exact_when_dims_divide(batch: int, m: int, k: int, n: int, instances: int) -> None:
     array = PEArray(32, 16, instances, 1e9)

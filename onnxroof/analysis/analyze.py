@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
@@ -21,7 +22,6 @@ import onnx
 from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable
 from onnxroof.analysis.stages import (
     FusedModel,
-    ModelFile,
     bind,
     cost,
     fallback_warnings,
@@ -35,13 +35,17 @@ from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.kernel import Miss
 from onnxroof.core.states import NodeState
+from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import resolve_precision
 from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
-from onnxroof.roofline.place import ROOFLINE, TimeModel, Work, floats
+from onnxroof.roofline.place import ROOFLINE, Floats, TimeModel, Work, floats
 from onnxroof.roofline.place import place as place_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Analysis", "ModelSummary", "NodeResult", "analyze", "place"]
 
@@ -74,7 +78,7 @@ class Analysis:
     """The time model that turned kernels into time (:mod:`onnxroof.roofline.place`)."""
 
     @property
-    def graph(self) -> nx.DiGraph | None:
+    def graph(self) -> nx.DiGraph[str] | None:
         """The op DAG (:attr:`onnxroof.core.ir.ModelIR.graph`, built on first use), None without an IR."""
         return self.ir.graph if self.ir is not None else None
 
@@ -109,7 +113,7 @@ class Analysis:
         ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
         return tuple(ranked[:count])
 
-    def to_dataframe(self):  # type: ignore[no-untyped-def]
+    def to_dataframe(self) -> pd.DataFrame:
         """Per-node results as a pandas DataFrame (one row per node, SI units)."""
         import pandas as pd
 
@@ -124,8 +128,8 @@ class Analysis:
 
 
 def analyze(
-    model: str | os.PathLike | onnx.ModelProto | ModelFile,
-    platform: str | os.PathLike | Platform = "xavier",
+    model: str | os.PathLike[str] | onnx.ModelProto | ModelFile,
+    platform: str | os.PathLike[str] | Platform = "xavier",
     dims: Mapping[str, object] | None = None,
     *,
     whatif: WhatIf | None = None,
@@ -218,7 +222,7 @@ def _place_nodes(fused: FusedModel, target: Platform, resolved: Mapping[str, str
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
 
 
-def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> np.ndarray:
+def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> Floats:
     """PE-array utilization of each node (:mod:`onnxroof.roofline.pe_array`); 1 without an array."""
     array = target.array
     if array is None:

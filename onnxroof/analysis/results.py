@@ -90,11 +90,11 @@ class NodeResult(Placed):
 
     @property
     def input_shapes(self) -> tuple[list[int | None] | None, ...]:
-        return _shapes(self._table.ops[self._row].inputs)  # type: ignore[no-any-return]
+        return _shapes(self._table.ops[self._row].inputs)
 
     @property
     def output_shapes(self) -> tuple[list[int | None] | None, ...]:
-        return _shapes(self._table.ops[self._row].outputs)  # type: ignore[no-any-return]
+        return _shapes(self._table.ops[self._row].outputs)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data (shapes as lists)."""
@@ -141,7 +141,7 @@ class NodeTable(Sequence[NodeResult]):
             return NotImplemented
         return list(self) == list(other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: equality compares the rows
 
     @property
     def latency_s(self) -> Floats:

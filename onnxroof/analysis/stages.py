@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 
 from onnxroof.analysis.liveness import PeakMemory, peak_activation_memory
@@ -50,7 +51,8 @@ from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import precision_of, resolve_precision
 from onnxroof.rules import REGISTRY
 
-Source = str | os.PathLike | onnx.ModelProto | ModelFile
+Source = str | os.PathLike[str] | onnx.ModelProto | ModelFile
+
 
 def read(source: Source) -> ModelFile:
     """The read stage: parse and check a model once, never reading its weight bytes
@@ -268,9 +270,9 @@ class FusedModel:
     misses: tuple[Miss, ...]
     op_types: tuple[tuple[str, ...], ...]
     descriptors: tuple[KernelDescriptor, ...]
-    anchors: np.ndarray
-    launches: np.ndarray
-    int8: np.ndarray
+    anchors: npt.NDArray[np.int64]
+    launches: npt.NDArray[np.float64]
+    int8: npt.NDArray[np.bool_]
 
 
 def fuse(costed: CostedModel, profile: str) -> FusedModel:

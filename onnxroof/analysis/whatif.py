@@ -213,7 +213,7 @@ def whatif_options(
 
 def _density_value(value: object, where: str) -> float:
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]  # any value: float() raises, caught below
     except (TypeError, ValueError):
         raise WhatIfError(f"{where}: density must be a number in (0, 1], got {value!r}") from None
     if isinstance(value, bool) or not math.isfinite(number) or not 0 < number <= 1:

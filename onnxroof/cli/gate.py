@@ -228,7 +228,7 @@ def diff(
         shapes = shape_options(shape)
         docs = [document_of(side, platform, dims, precision, fusion, shapes) for side in (old, new)]
         result = diff_documents(docs[0], docs[1], str(old), str(new))
-        gate = slowdown_gate(result, tolerance, fail_if_slower) if tolerance is not None else None
+        gate = slowdown_gate(result, tolerance, fail_if_slower) if tolerance is not None and fail_if_slower else None
         if chosen is DiffFormat.json:
             emit(render_diff_json(result, gate), output)
         else:

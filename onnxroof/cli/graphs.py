@@ -170,6 +170,7 @@ def graph(
         elif chosen is GraphFormat.svg:
             emit(annotate.render_svg(annotate.render_dot(analysis)), output)
         else:
+            assert output is not None  # refused above: --format onnx needs -o FILE.onnx
             annotated = annotate.annotated_model(analysis)
             write_atomically(output, annotated.SerializeToString())
             _warn_external_data(annotated, model, output)

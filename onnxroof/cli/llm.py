@@ -98,7 +98,7 @@ def llm(
             ReportFormat.csv: render_llm_csv,
             ReportFormat.html: render_llm_html,
         }
-        if chosen == ReportFormat.table:
+        if chosen is None or chosen == ReportFormat.table:
             emit(lambda console: render_llm_table(result, console), output)
         else:
             emit(renderers[chosen](result), output)

@@ -70,7 +70,7 @@ class GemmShape:
     @property
     def macs(self) -> int:
         """``groups · m · n · k`` (the shape must be :attr:`complete`)."""
-        return self.groups * self.m * self.n * self.k  # type: ignore[operator]
+        return self.groups * self.m * self.n * self.k  # type: ignore[operator]  # None excluded: callers check complete
 
 
 def gemm_shape(op: OpView) -> GemmShape | None:
@@ -109,8 +109,8 @@ def _matmul(a: TensorInfo | None, b: TensorInfo | None, y: TensorInfo | None) ->
     k = ad[-1]
     m, n = (yd[-2] if len(yd) >= 2 else 1, yd[-1]) if yd else (None, None)
     groups = None
-    if m is not None and n is not None and y.is_static_shape and m * n > 0:  # type: ignore[union-attr]
-        groups = y.numel // (m * n)  # type: ignore[union-attr]
+    if y is not None and m is not None and n is not None and y.is_static_shape and m * n > 0:
+        groups = y.numel // (m * n)
     channels = (bd[-2], bd[-1]) if bd is not None and len(bd) >= 2 else (None, None)
     return GemmShape(groups, m, n, k, *channels)
 

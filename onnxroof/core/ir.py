@@ -92,14 +92,14 @@ class TensorInfo:
         shape = self.shape
         if shape is None or None in shape:
             raise ShapeUnknown(self.name)
-        return math.prod(shape)
+        return math.prod(shape)  # type: ignore[arg-type]  # no None in shape: the `in` test above excludes it
 
     @property
     def nbytes(self) -> float:
         shape = self.shape
         if shape is None or None in shape:
             raise ShapeUnknown(self.name)
-        return math.prod(shape) * self.itemsize
+        return math.prod(shape) * self.itemsize  # type: ignore[arg-type]  # no None in shape: tested above
 
     @property
     def is_constant(self) -> bool:
@@ -167,7 +167,7 @@ class ModelIR:
     (:func:`onnxroof.load.tied.tied_copies`); the copy holds no parameters of its own."""
 
     @functools.cached_property
-    def graph(self) -> nx.DiGraph:
+    def graph(self) -> nx.DiGraph[str]:
         """The ``networkx.DiGraph`` of the ops, keyed by op id, each node's ``op`` attribute its :class:`OpView`;
         an edge ``(producer, reader)`` is labelled ``tensors`` with the names it carries, in the order the
         reader reads them (inputs, then what its If/Loop/Scan bodies read from this scope).
@@ -191,9 +191,9 @@ def implicit_reads(op: OpView) -> list[str]:
     return [name for sub in op.subgraphs.values() for name in subgraph_outer_inputs(sub)]
 
 
-def _dag(ops: Sequence[OpView]) -> nx.DiGraph:
+def _dag(ops: Sequence[OpView]) -> nx.DiGraph[str]:
     """The DAG of ``ops`` (see :attr:`ModelIR.graph`); ``ops`` in topological order."""
-    dag = nx.DiGraph()
+    dag: nx.DiGraph[str] = nx.DiGraph()
     producer_id: dict[str, str] = {}
     for op in ops:
         dag.add_node(op.id, op=op)
@@ -226,9 +226,10 @@ def tensor_info_from_type(
         facts = type_facts(None)
     else:
         key = type_proto.SerializeToString()
-        facts = seen.get(key)  # type: ignore[assignment]
-        if facts is None:
-            facts = seen[key] = type_facts(type_proto)
+        found = seen.get(key)
+        if found is None:
+            found = seen[key] = type_facts(type_proto)
+        facts = found
     return TensorInfo(name, *facts, role)
 
 
@@ -305,7 +306,7 @@ def build_graph_ir(
             subgraphs, attrs = _EMPTY, default_attributes(op_type, opset, domain)
         inputs = tuple(tensors.get(name) or _unknown(name) if name else None for name in node.input)
         role = _output_role(op_type, domain, inputs, subgraphs)
-        outputs = []
+        outputs: list[TensorInfo | None] = []
         for name in node.output:
             if not name:
                 outputs.append(None)
@@ -329,12 +330,11 @@ def build_graph_ir(
         )
         ops.append(op)
 
-    outputs = tuple(v.name for v in graph.output)
     return ModelIR(
         tuple(ops),
         MappingProxyType(tensors),
         tuple(graph_inputs),
-        outputs,
+        tuple(v.name for v in graph.output),
         build_index(ops, view_ops),
         view_ops,
         MappingProxyType(dict(opsets)),

@@ -44,15 +44,28 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypedDict, Unpack
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import CostError
-from onnxroof.core.ir import OpView
+from onnxroof.core.ir import OpView, TensorInfo
 from onnxroof.core.protos import normalize_domain
 from onnxroof.core.states import OpClass, Role, RuleKind, RuleStatus
 
 RuleFn = Callable[[OpView], Cost]
 ParamsFn = Callable[[OpView], Mapping[int, float]]
+
+
+class RuleOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`rule` that :meth:`Family.rule` passes on as they are."""
+
+    domain: str
+    kind: RuleKind
+    status: RuleStatus
+    config_inputs: Iterable[int]
+    params: ParamsFn | None
+
+
 """A weight's logical elements by input index, for weights not stored one element per value (module docstring)."""
 OpKey = tuple[str, str]
 """(normalized domain, op_type)."""
@@ -139,7 +152,11 @@ class Family:
         self._classes: dict[OpKey, OpClass] = {}
 
     def rule(
-        self, *op_types: str, family: str | None = None, op_class: OpClass | None = None, **options
+        self,
+        *op_types: str,
+        family: str | None = None,
+        op_class: OpClass | None = None,
+        **options: Unpack[RuleOptions],
     ) -> Callable[[RuleFn], RuleFn]:
         """:func:`rule` in this family (``family`` and ``op_class`` default to the family's)."""
         declare = rule(
@@ -251,12 +268,12 @@ class Registry:
         return self.by_type.get(op_type, frozenset())
 
 
-def data_inputs(op: OpView, entry: RuleEntry) -> list:
+def data_inputs(op: OpView, entry: RuleEntry) -> list[TensorInfo]:
     """The present inputs of ``op`` that carry data (config inputs excluded)."""
     return [t for i, t in enumerate(op.inputs) if t is not None and i not in entry.config_inputs]
 
 
-def weight_inputs(op: OpView, entry: RuleEntry) -> list:
+def weight_inputs(op: OpView, entry: RuleEntry) -> list[TensorInfo]:
     """Data inputs that are weights: the node's parameters."""
     return [t for t in data_inputs(op, entry) if t.role == Role.WEIGHT]
 

@@ -51,7 +51,9 @@ def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCo
         restate=scope.restate,
         view_ops=scope.view_ops,
     )
-    total, launches, weights, unsupported, unknown = Cost.zero(), 0, {}, [], 0
+    total, launches, unknown = Cost.zero(), 0, 0
+    weights: dict[str, tuple[float, float]] = {}
+    unsupported: list[str] = []
     uncosted: list[str] = []
     for op in body.ops:
         result = cost_fn(op, body)
@@ -115,7 +117,7 @@ def _iterations(op: OpView, root_graph: onnx.GraphProto | None) -> tuple[int, st
         first = op.inputs[len(op.inputs) - scan_inputs]
         axes = list(op.attrs.get("scan_input_axes", []) or [0])
         axis = 1 if op.opset < 9 else int(axes[0])
-        if first is None or not first.is_static_shape:
+        if first is None or first.shape is None or not first.is_static_shape:
             return 1, "scan length unknown: one iteration counted"
         if not -len(first.shape) <= axis < len(first.shape):
             raise MalformedNode(
@@ -133,7 +135,7 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
     if op.op_type == "If":
         cond = op.input(0)
         value = _constant_scalar(cond.name, root_graph) if cond is not None else None
-        if value is not None and ("then_branch" if value else "else_branch") in bodies:
+        if cond is not None and value is not None and ("then_branch" if value else "else_branch") in bodies:
             name = "then_branch" if value else "else_branch"
             chosen, note = bodies[name], f"condition '{cond.name}' = {int(bool(value))}: {name} counted"
         else:

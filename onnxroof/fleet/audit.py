@@ -97,7 +97,7 @@ def audit(
     finally:
         cache.flush()
     return AuditResult(
-        table=to_frame(plan.rows),
+        table=to_frame(_filled(plan.rows)),
         analyzed=len(plan.tasks),
         cached=plan.cached,
         unreadable=unreadable,
@@ -142,7 +142,7 @@ def _plan(
             continue
         dims = {k: v for k, v in options.dims.items() if k in identity.symbols} | dict(entry.dims)
         shapes = dict(options.shapes) | dict(entry.shapes)  # a manifest's shapes are the model's own
-        settings = {"dims": dims, "precision": options.precision, "fusion": options.fusion}
+        settings: dict[str, object] = {"dims": dims, "precision": options.precision, "fusion": options.fusion}
         if shapes:  # only then: the cache keys of audits without shapes stay as they were
             settings["shapes"] = {k: list(v) for k, v in sorted(shapes.items())}
         if options.peak:  # likewise
@@ -163,6 +163,13 @@ def _plan(
                 )
             plan.waiting.setdefault(key, []).append((len(plan.rows) - 1, base, target, budget))
     return plan
+
+
+def _filled(rows: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """The plan's rows once :func:`_collect` has run: every task's result fills its rows, so none is left None."""
+    filled = [row for row in rows if row is not None]
+    assert len(filled) == len(rows), "an audit row was never filled"
+    return filled
 
 
 def _collect(plan: _Plan, engine: Engine, cache: ResultCache, progress: Progress | None) -> int:

@@ -165,7 +165,7 @@ def _check_channel_operand(edge: Edge, args: tuple[object, ...]) -> str | None:
         if op.op_type != "Add":
             return NOT_A_CANDIDATE  # a product of two run-time tensors folds into nothing
         return f"{g.label(op.id)} {verb} '{other.name}', {_describe(other)} (a residual), not a constant"
-    if op.input(0) is None or op.inputs[0].name != edge.value:  # type: ignore[union-attr]
+    if op.input(0) is None or op.inputs[0].name != edge.value:  # type: ignore[union-attr]  # input(0) checked
         return f"{g.label(op.id)} takes the conv output as its second operand (only Conv → {op.op_type}(y, c) folds)"
     weight = edge.anchor_op.input(1)
     shape = other.shape
@@ -230,8 +230,8 @@ def _check_skip_operands(edge: Edge, args: tuple[object, ...]) -> str | None:
     if out is None or a.shape != b.shape or a.shape != out.shape or not a.is_static_shape:
         shapes = f"{_fmt(a.shape)} with {_fmt(b.shape)}"
         return f"{g.label(add.id)} broadcasts {shapes} (SkipLayerNormalization needs one shape)"
-    if len(a.shape) != 3:  # type: ignore[arg-type]
-        return f"{g.label(add.id)} is {len(a.shape)}-D; SkipLayerNormalization takes 3-D inputs"  # type: ignore[arg-type]
+    if len(a.shape) != 3:  # type: ignore[arg-type]  # static shape: checked above
+        return f"{g.label(add.id)} is {len(a.shape)}-D; SkipLayerNormalization takes 3-D inputs"  # type: ignore[arg-type]  # static shape
     return None
 
 
@@ -239,7 +239,7 @@ def _check_scalar_operand(edge: Edge, args: tuple[object, ...]) -> str | None:
     g, op, other = edge.g, edge.joined_op, edge.other_operand
     if other is None:
         return f"{g.label(op.id)} does not scale by one other operand"
-    if op.op_type == "Div" and (op.input(0) is None or op.inputs[0].name != edge.value):  # type: ignore[union-attr]
+    if op.op_type == "Div" and (op.input(0) is None or op.inputs[0].name != edge.value):  # type: ignore[union-attr]  # checked
         return f"{g.label(op.id)} divides by the product, not the product by a constant"
     if not other.is_constant:
         return NOT_A_CANDIDATE  # a product of two run-time tensors is no scale
@@ -350,8 +350,8 @@ def _check_matmul_add_shapes(edge: Edge, args: tuple[object, ...]) -> str | None
         return f"{g.label(mm.id)}'s operand shapes are not static"
     n = b.shape[1]
     allowed: list[tuple[int | None, ...]] = [(n,)]
-    if len(a.shape) == 2:  # type: ignore[arg-type]
-        m = a.shape[0]  # type: ignore[index]
+    if len(a.shape) == 2:  # type: ignore[arg-type]  # static shape: checked above
+        m = a.shape[0]  # type: ignore[index]  # static shape: checked above
         allowed += [(1, n), (m, 1), (m, n)]
     if bias.shape not in allowed:
         shapes = " or ".join(_fmt(s) for s in allowed)

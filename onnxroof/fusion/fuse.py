@@ -52,6 +52,7 @@ from onnxroof.core.errors import OnnxroofError, ShapeUnknown
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo
 from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import NodeCost
+from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.checks import CHECKS, NOT_A_CANDIDATE
 from onnxroof.fusion.edges import apply_edges
@@ -91,8 +92,8 @@ class FusionResult:
 def profile_patterns(profile: str) -> tuple[str, ...]:
     """The patterns ``profile`` enables; raises :class:`OnnxroofError` naming the known profiles."""
     try:
-        return PROFILES[profile]
-    except KeyError:
+        return PROFILES[FusionProfile(profile)]
+    except ValueError:
         known = ", ".join(sorted(PROFILES))
         raise OnnxroofError(f"unknown fusion profile '{profile}'; known profiles: {known}") from None
 
@@ -173,7 +174,9 @@ def _charged_inputs(op: OpView, folded_member: bool, g: FusionGraph) -> tuple[Te
     skip = facts.entry.config_inputs if facts.entry is not None else ()
     if not skip and not folded_member:
         return op.inputs
-    return tuple(t for i, t in enumerate(op.inputs) if i not in skip and not (folded_member and t.is_constant))
+    return tuple(
+        t for i, t in enumerate(op.inputs) if i not in skip and not (folded_member and t is not None and t.is_constant)
+    )
 
 
 def _build_kernels(state: PassState) -> tuple[Kernel, ...]:

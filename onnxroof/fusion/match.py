@@ -82,7 +82,7 @@ def _match_inputs(op: OpView, tokens: tuple[str, ...], match: _Match) -> dict[st
                 bound = match.bind.get(var, new.get(var))
                 ok = t is not None and (bound is None or bound == t.name)
                 if ok and bound is None:
-                    new[var] = t.name  # type: ignore[union-attr]
+                    new[var] = t.name  # type: ignore[union-attr]  # ok implies t is not None
             if not ok:
                 break
         else:

@@ -48,7 +48,7 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
         return  # no fusion
     for members in grouping.grouped.values():
         if len(members) >= 2:  # blocks are numbered in the order of their first node: sorted, the head is first
-            _merge([blocks.items[b] for b in sorted(members)], pattern, state)  # type: ignore[misc]
+            _merge([blocks.unit(b) for b in sorted(members)], pattern, state)
 
 
 def _zeros(count: int) -> array:
@@ -68,7 +68,7 @@ def _size_number(unit: Unit, op: OpView, state: PassState, size_number: dict[int
     shape = t.shape if t is not None else None
     if shape is None or None in shape:
         return -1
-    return size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]
+    return size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]  # no None: checked above
 
 
 class _Blocks:
@@ -192,6 +192,12 @@ class _Blocks:
                         seen[bp] = -2 - b
                         self.preds.append(bp)
             self.pred_end[b] = len(self.preds)
+
+    def unit(self, b: int) -> Unit:
+        """Pointwise block ``b`` (``size[b] >= 0``), always a unit: a node that is no kernel member has size -1."""
+        item = self.items[b]
+        assert isinstance(item, Unit), f"pointwise block {b} is no unit"
+        return item
 
     def mergeable(self) -> bool:
         """Whether two pointwise units have one element count (else nothing can merge)."""
@@ -379,7 +385,7 @@ class _Grouping:
 
     def _absorb_private_siblings(self, b: int, candidates: list[int]) -> None:
         """Sibling groups that feed only ``b`` (and do not depend on its group) join it."""
-        group, items = self.group, self.blocks.items
+        group, unit = self.group, self.blocks.unit
         mine = group[b]
         bit = 1 << self.bit[mine]
         refused: set[int] = set()
@@ -387,7 +393,7 @@ class _Grouping:
             other = group[p]
             if other == mine or other in refused or self.dep[p] & bit:
                 continue
-            if not _private([items[u] for u in self.grouped[other]], items[b], self.state):  # type: ignore[misc]
+            if not _private([unit(u) for u in self.grouped[other]], unit(b), self.state):
                 refused.add(other)
                 continue
             for u in self.grouped.pop(other):

@@ -129,11 +129,12 @@ def parse_quantity(value: Any, kind: str, where: str) -> float:
         number = float(mantissa) * 10.0 ** int(exponent or 0)
     if not math.isfinite(number):
         raise BudgetError(f"{where}: {show_toml(value)} is not a finite number")
-    scale = _scale(kind, unit, value, where)
+    scale = _scale(kind, unit, number, value, where)
     return number * scale
 
 
-def _scale(kind: str, unit: str | None, value: Any, where: str) -> float:
+def _scale(kind: str, unit: str | None, number: float, value: Any, where: str) -> float:
+    """The factor from ``unit`` to base SI units; ``number``: the value read (a unitless share must be ≤ 1)."""
     hint = _HINTS[kind]
     if kind in ("duration", "energy"):
         if not unit:
@@ -148,9 +149,8 @@ def _scale(kind: str, unit: str | None, value: Any, where: str) -> float:
     elif unit:
         scale = None
     else:
-        fraction = float(value) if not isinstance(value, str) else float(_NUMBER.match(value).group(1))
-        if fraction > 1:
-            raise BudgetError(f"{where}: {show_toml(value)} is more than 1: write a percentage ('{fraction:g}%')")
+        if number > 1:
+            raise BudgetError(f"{where}: {show_toml(value)} is more than 1: write a percentage ('{number:g}%')")
         scale = 1.0
     if scale is None:
         raise BudgetError(f"{where}: unknown unit {unit!r} in {show_toml(value)}: expected {hint}")
@@ -248,7 +248,7 @@ class Budget:
             "ignore": self.ignore | _ids(ignore, "--ignore-finding"),
         }
         _disjoint(lists, "options")
-        return replace(self, **changes, **lists)
+        return replace(self, **changes, fail=lists["fail"], allow=lists["allow"], ignore=lists["ignore"])
 
     def policy(self, finding: Finding) -> str | None:
         """``fail``, ``warn`` (reported, passes) or None (ignored) for a finding."""
@@ -308,14 +308,14 @@ def parse_budget(data: bytes | str, label: str = "<budget>") -> Budget:
     reader.refuse_unknown(findings, _FINDING_KEYS, "findings")
     if "fail_on" in findings:
         values["fail_on"] = _fail_on(findings["fail_on"], reader.where("findings.fail_on"))
-    lists = {}
+    lists: dict[str, frozenset[str]] = {}
     for key in ("fail", "allow", "ignore"):
         raw = findings.get(key, [])
         if not isinstance(raw, list):
             raise reader.fail(f"findings.{key}", f"must be a list of finding ids, got {show_toml(raw)}")
         lists[key] = _ids(raw, reader.where(f"findings.{key}"))
     _disjoint(lists, reader.where("findings"))
-    return Budget(**values, **lists)
+    return Budget(**values, fail=lists["fail"], allow=lists["allow"], ignore=lists["ignore"])
 
 
 def _limits(doc: Mapping[str, Any], reader: TomlReader) -> dict[str, Any]:

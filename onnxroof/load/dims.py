@@ -20,7 +20,7 @@ A scalar boolean input (one element, e.g. Optimum's ``use_cache_branch``) can be
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +37,9 @@ ANONYMOUS_NAMES = frozenset({"", "?"})
 
 # ------------------------------------------------------------------------------------- dim expressions
 
+#: A parsed dim expression: an int, a name, or ``(op, left, right)``.
+_Tree = int | str | tuple[str, "_Tree", "_Tree"]
+
 _TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_.]*)|(?P<op>//|[-+*()]))")
 
 
@@ -45,7 +48,7 @@ class DimExpr:
     """A parsed dim expression: ``tree`` is an int, a name, or ``(op, left, right)`` with op in ``+ - * //``."""
 
     text: str
-    tree: object
+    tree: _Tree
     names: tuple[str, ...]
 
     def evaluate(self, values: Mapping[str, int]) -> int:
@@ -56,12 +59,12 @@ class DimExpr:
         return result
 
 
-def _evaluate(tree: object, values: Mapping[str, int], text: str) -> int:
+def _evaluate(tree: _Tree, values: Mapping[str, int], text: str) -> int:
     if isinstance(tree, int):
         return tree
     if isinstance(tree, str):
         return values[tree]
-    op, left, right = tree  # type: ignore[misc]
+    op, left, right = tree
     a, b = _evaluate(left, values, text), _evaluate(right, values, text)
     if op == "+":
         return a + b
@@ -94,7 +97,7 @@ def parse_dim_expression(text: str) -> DimExpr | None:
         return None
     names: list[str] = []
 
-    def atom(i: int) -> tuple[object, int]:
+    def atom(i: int) -> tuple[_Tree, int]:
         if i >= len(tokens):
             raise ValueError
         kind, value = tokens[i]
@@ -110,7 +113,8 @@ def parse_dim_expression(text: str) -> DimExpr | None:
             return tree, j + 1
         raise ValueError
 
-    def binary(i: int, ops: tuple[str, ...], operand) -> tuple[object, int]:
+    def binary(i: int, ops: tuple[str, ...], operand: Callable[[int], tuple[_Tree, int]]) -> tuple[_Tree, int]:
+        tree: _Tree
         tree, i = operand(i)
         while i < len(tokens) and tokens[i] in (("op", op) for op in ops):
             op = tokens[i][1]
@@ -118,10 +122,10 @@ def parse_dim_expression(text: str) -> DimExpr | None:
             tree = (op, tree, right)
         return tree, i
 
-    def term(i: int) -> tuple[object, int]:
+    def term(i: int) -> tuple[_Tree, int]:
         return binary(i, ("*", "//"), atom)
 
-    def expr(i: int) -> tuple[object, int]:
+    def expr(i: int) -> tuple[_Tree, int]:
         return binary(i, ("+", "-"), term)
 
     try:
@@ -194,7 +198,7 @@ def parse_shape_bindings(items: list[str] | tuple[str, ...]) -> dict[str, tuple[
 
 
 def shape_bindings(
-    model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str, int] | None = None
+    model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str, object] | None = None
 ) -> dict[str, int]:
     """The dim bindings that whole-input ``shapes`` imply, merged with ``dims``: one symbol per symbolic axis.
 
@@ -365,5 +369,5 @@ def _size_of(
     if key not in resolved:
         expression = expressions[key] if key in expressions else parse_dim_expression(key)
         known = expression is not None and all(p in bound for p in expression.names)
-        resolved[key] = expression.evaluate(bound) if known else None
+        resolved[key] = expression.evaluate(bound) if expression is not None and known else None
     return resolved[key]

@@ -87,7 +87,7 @@ class LoadedModel:
 
 
 def read_model(
-    source: str | os.PathLike | onnx.ModelProto, weights: bool = True
+    source: str | os.PathLike[str] | onnx.ModelProto, weights: bool = True
 ) -> tuple[onnx.ModelProto, Path | None]:
     """Parse ``source`` (a path or a ModelProto) without external data; errors name the file.
 
@@ -152,7 +152,8 @@ def _infer(
 def _masked_bytes(model: onnx.ModelProto, unknown: Sequence[onnx.NodeProto]) -> bytes:
     """The model serialized with ``unknown`` masked (:func:`masked`); the model itself is left as it was."""
     with masked(model, list(unknown)):
-        return model.SerializeToString()
+        data: bytes = model.SerializeToString()
+    return data
 
 
 def _infer_serialized(data: bytes, masked: bool) -> tuple[onnx.ModelProto, list[str]]:
@@ -184,7 +185,7 @@ class ModelFile:
     """Default-domain nodes ONNX does not register (:func:`unregistered_nodes`), messages of ``model``."""
 
 
-def read_file(source: str | os.PathLike | onnx.ModelProto | ModelFile) -> ModelFile:
+def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> ModelFile:
     """Read and check ``source`` once (:class:`ModelFile`); a :class:`ModelFile` is returned as it is."""
     if isinstance(source, ModelFile):
         return source
@@ -230,7 +231,7 @@ def bind_model(
 
 
 def load_model(
-    source: str | os.PathLike | onnx.ModelProto | ModelFile,
+    source: str | os.PathLike[str] | onnx.ModelProto | ModelFile,
     dims: Mapping[str, object] | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> LoadedModel:

@@ -29,7 +29,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.measure.profile.result import PROFILE_KIND, PROFILE_SCHEMA, MeasuredPoint
@@ -369,7 +369,7 @@ def _strings(values: list[Any], label: str, where: str) -> None:
             raise _fail(label, f"{where}[{position}]", f"expected a string, got {_show(value)}")
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

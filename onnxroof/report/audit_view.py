@@ -116,8 +116,8 @@ def render_audit_console(result: AuditResult, console: Console) -> None:
             view.add_column(header, overflow="fold", min_width=min(width, 10))
         else:
             view.add_column(header, justify="left" if i < 3 else "right", no_wrap=True, min_width=width)
-    for line in cells:
-        view.add_row(*line)
+    for row_cells in cells:
+        view.add_row(*row_cells)
     console.print(view)
     for note in notes:
         console.print(note)

@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -41,6 +41,14 @@ SARIF_MAX_LOCATIONS = 50
 _LEVELS = {"error": "error", "warning": "warning", "note": "note"}
 _GITHUB = {"error": "error", "warning": "warning", "note": "notice"}
 _STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold red"}
+
+
+_LIMIT_COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
+    ("check", "left"),
+    ("value", "right"),
+    ("limit", "right"),
+    ("verdict", "left"),
+)
 
 
 def _status(checks: Sequence[ModelCheck]) -> str:
@@ -73,7 +81,7 @@ def render_check_console(checks: Sequence[ModelCheck], console: Console) -> None
             continue
         if check.limits:
             table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=True)
-            for name, justify in (("check", "left"), ("value", "right"), ("limit", "right"), ("verdict", "left")):
+            for name, justify in _LIMIT_COLUMNS:
                 table.add_column(name, justify=justify, overflow="fold")
             for r in check.limits:
                 table.add_row(
@@ -95,16 +103,19 @@ def render_check_console(checks: Sequence[ModelCheck], console: Console) -> None
     console.print(Text(f"{words.get(code, 'error')} (exit {code})", style=_STATUS_STYLE[_status(checks)]))
 
 
+_SUMMARY_COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
+    ("model", "left"),
+    ("status", "left"),
+    ("latency", "right"),
+    ("limits failed", "right"),
+    ("findings", "right"),
+    ("note", "left"),
+)
+
+
 def summary_table(checks: Sequence[ModelCheck]) -> Table:
     table = Table(title="Summary", box=box.SIMPLE_HEAD, title_justify="left")
-    for name, justify in (
-        ("model", "left"),
-        ("status", "left"),
-        ("latency", "right"),
-        ("limits failed", "right"),
-        ("findings", "right"),
-        ("note", "left"),
-    ):
+    for name, justify in _SUMMARY_COLUMNS:
         table.add_column(name, justify=justify, overflow="fold")
     for c in checks:
         latency = seconds(c.totals["latency_s"]) if c.totals else "–"
@@ -275,7 +286,7 @@ def render_sarif(checks: Sequence[ModelCheck]) -> str:
                     },
                 }
             )
-    invocation = {"executionSuccessful": not any(c.status == STATUS_ERROR for c in checks)}
+    invocation: dict[str, object] = {"executionSuccessful": not any(c.status == STATUS_ERROR for c in checks)}
     if notifications:
         invocation["toolExecutionNotifications"] = notifications
     sarif = {

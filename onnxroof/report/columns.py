@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.console import JustifyMethod
+
 
 @dataclass(frozen=True)
 class Column:
     """A table column: its header, justification, content width (characters) and how much it is needed."""
 
     name: str
-    justify: str
+    justify: JustifyMethod
     width: int
     keep: int  # 0: always shown; otherwise the larger, the sooner it is dropped on a narrow terminal
 

@@ -146,7 +146,7 @@ def render_compare_table(comparison: Comparison, console: Console) -> None:
         marks = ("★" if row.platform == fastest else "") + (
             "⚡" if row.platform == thrifty and len(comparison.rows) > 1 else ""
         )
-        cells = [Text(f"{row.platform} {marks}".rstrip(), style="bold" if marks else "")]
+        cells: list[Text | str] = [Text(f"{row.platform} {marks}".rstrip(), style="bold" if marks else "")]
         cells += [row.precision] if len(precisions) > 1 else []
         cells += [
             seconds(row.latency_s),

@@ -169,16 +169,9 @@ def op_type_table(analysis: Analysis) -> Table:
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
-    for name, justify in (
-        ("op type", "left"),
-        ("count", "right"),
-        ("FLOPs", "right"),
-        ("bytes", "right"),
-        ("params", "right"),
-        ("time", "right"),
-        ("share", "right"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)
+    table.add_column("op type", justify="left", no_wrap=True)
+    for name in ("count", "FLOPs", "bytes", "params", "time", "share"):
+        table.add_column(name, justify="right", no_wrap=True)
     for row in analysis.op_types:
         name = f"{row.domain}::{row.op_type}" if row.domain else row.op_type
         table.add_row(

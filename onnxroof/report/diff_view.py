@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -85,7 +85,13 @@ def _latency_line(diff: ModelDiff) -> Text:
 def _totals_table(diff: ModelDiff) -> Table:
     """Each total's old and new value and its signed change."""
     table = Table(title="Totals", box=box.SIMPLE_HEAD, title_justify="left")
-    for name, justify in (("figure", "left"), ("old", "right"), ("new", "right"), ("change", "right")):
+    totals_columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("figure", "left"),
+        ("old", "right"),
+        ("new", "right"),
+        ("change", "right"),
+    )
+    for name, justify in totals_columns:
         table.add_column(name, justify=justify, no_wrap=True)
     for delta in diff.totals:
         table.add_row(
@@ -98,7 +104,13 @@ def _op_types_table(diff: ModelDiff) -> Table:
     """The op types whose count or time changed, largest time change first: count and time old → new and the
     time's signed change (``=`` where one did not change)."""
     ops = Table(title="Op types that changed", box=box.SIMPLE_HEAD, title_justify="left")
-    for name, justify in (("op type", "left"), ("count", "right"), ("time", "right"), ("change", "right")):
+    op_columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("op type", "left"),
+        ("count", "right"),
+        ("time", "right"),
+        ("change", "right"),
+    )
+    for name, justify in op_columns:
         ops.add_column(name, justify=justify, no_wrap=True)
     counts = {d.name: d for d in diff.op_type_counts}
     latencies = {d.name: d for d in diff.op_types}
@@ -130,7 +142,14 @@ def _print_kernel_changes(diff: ModelDiff, console: Console, top: int) -> None:
     if not rows:
         return
     kernels = Table(box=box.SIMPLE_HEAD)
-    for name, justify in (("", "left"), ("kernel", "left"), ("old", "right"), ("new", "right"), ("change", "right")):
+    kernel_columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("", "left"),
+        ("kernel", "left"),
+        ("old", "right"),
+        ("new", "right"),
+        ("change", "right"),
+    )
+    for name, justify in kernel_columns:
         kernels.add_column(name, justify=justify, overflow="fold")
     for what, k in rows[:top]:
         kernels.add_row(

@@ -236,7 +236,7 @@ def annotated_model(analysis: Analysis, source: str | Path | None = None) -> onn
 
 def external_data_files(model: onnx.ModelProto) -> list[str]:
     """The external-data locations the model's initializers refer to (relative to the model's folder)."""
-    locations = set()
+    locations: set[str] = set()
     for tensor in model.graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             locations.update(e.value for e in tensor.external_data if e.key == "location")
@@ -293,7 +293,7 @@ def render_dot(analysis: Analysis) -> str:
             detail = node.state.replace("_", " ")
         else:
             fill, border = _FILL.get(kernel.bound if kernel else node.bound, _IDLE)
-            if fused and node.id in kernel.folded_nodes:
+            if fused and kernel is not None and node.id in kernel.folded_nodes:
                 detail = "folded into the kernel"
             elif fused:
                 detail = f"{si(node.flops, 'FLOP')} · {si(node.bytes, 'B')}"

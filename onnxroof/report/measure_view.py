@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from onnxroof.analysis.document import to_dict
@@ -108,11 +108,15 @@ def _profile_rows(result, top: int, wide: bool) -> Table:
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
-    columns = [("kernels", "left"), ("ops", "left")]
-    columns += [("onnxruntime node", "left")] if wide else []
-    columns += [("bound", "left")] + ([("FLOP/B", "right")] if wide else [])
-    columns += [("predicted", "right"), ("measured", "right")]
-    columns += [("ratio", "right")] + ([("achieved", "right")] if wide else [])
+    columns: list[tuple[str, JustifyMethod]] = [("kernels", "left"), ("ops", "left")]
+    if wide:
+        columns.append(("onnxruntime node", "left"))
+    columns.append(("bound", "left"))
+    if wide:
+        columns.append(("FLOP/B", "right"))
+    columns += [("predicted", "right"), ("measured", "right"), ("ratio", "right")]
+    if wide:
+        columns.append(("achieved", "right"))
     widths = {
         "kernels": (4, 16 if wide else 12),
         "ops": (4, 34 if wide else 20),

@@ -148,7 +148,7 @@ class KernelTable(Sequence[KernelResult]):
             return NotImplemented
         return list(self) == list(other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: equality compares the rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,16 @@ from onnxroof.platform.model import PEArray
 
 
 def utilization(shape: GemmShape, array: PEArray) -> float:
-    """Share of the array's PE-cycles doing useful MACs for ``shape`` (formula: module docstring)."""
-    if min(shape.groups, shape.m, shape.k, shape.n) <= 0:
+    """Share of the array's PE-cycles doing useful MACs for ``shape`` (formula: module docstring); ``shape`` must
+    be :attr:`~onnxroof.core.gemm.GemmShape.complete` (:func:`~onnxroof.core.gemm.array_gemm` gives only those)."""
+    groups, m, k, n = shape.groups, shape.m, shape.k, shape.n
+    if groups is None or m is None or k is None or n is None:
+        raise ValueError(f"PE-array utilization needs a complete GEMM shape, got {shape}")
+    if min(groups, m, k, n) <= 0:
         return 1.0
-    k_tiles, n_tiles = math.ceil(shape.k / array.height), math.ceil(shape.n / array.width)
-    rows = shape.k / (k_tiles * array.height)
-    columns = shape.n / (n_tiles * array.width)
-    units = shape.groups * k_tiles * n_tiles * shape.m
+    k_tiles, n_tiles = math.ceil(k / array.height), math.ceil(n / array.width)
+    rows = k / (k_tiles * array.height)
+    columns = n / (n_tiles * array.width)
+    units = groups * k_tiles * n_tiles * m
     waves = units / (math.ceil(units / array.instances) * array.instances)
     return rows * columns * waves

@@ -106,7 +106,8 @@ class TimeModel(Protocol):
     placement knows which model ran.
     """
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times: ...
 

@@ -71,7 +71,7 @@ class RowView:
     @property
     def bytes(self) -> float:
         """Bytes moved: read + written."""
-        return self.bytes_read + self.bytes_written  # type: ignore[attr-defined, no-any-return]
+        return self.bytes_read + self.bytes_written  # type: ignore[attr-defined, no-any-return]  # subclasses' columns
 
     def _plain(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.FIELDS}
@@ -83,7 +83,7 @@ class RowView:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._plain() == other._plain()  # type: ignore[attr-defined]
+        return self._plain() == other._plain()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, getattr(self, "id", self._row)))

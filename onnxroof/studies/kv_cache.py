@@ -116,7 +116,7 @@ def _pairs(model: onnx.ModelProto) -> dict[str, str | None]:
 
 
 def _symbol(shapes: list[list[int | str]], axis: int, role: str, found: str) -> str | None:
-    symbols = {s[axis] for s in shapes if isinstance(s[axis], str) and s[axis]}
+    symbols = {symbol for s in shapes if isinstance(symbol := s[axis], str) and symbol}
     if len(symbols) > 1:
         raise KVCacheError(
             f"the KV cache tensors ({found}) disagree on axis {axis} ({', '.join(sorted(symbols))}); "
@@ -168,10 +168,10 @@ def _axis_value(
     value = values.pop()
     if isinstance(value, int) and value > 0:
         return value, {}
-    if value in dims:
+    if isinstance(value, str) and value in dims:
         return int(dims[value]), {}
     outputs = [_shape(v) for v in model.graph.output if v.name in _pairs(model).values()]
-    told = {s[axis] for s in outputs if len(s) == 4 and isinstance(s[axis], int) and s[axis] > 0}
+    told = {size for s in outputs if len(s) == 4 and isinstance(size := s[axis], int) and size > 0}
     if len(told) == 1:
         number = told.pop()
         return number, {str(value): number}

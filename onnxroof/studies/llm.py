@@ -111,8 +111,8 @@ class LLMResult:
 
 
 def llm(
-    model: str | os.PathLike | onnx.ModelProto,
-    platform: str | os.PathLike | Platform = "xavier",
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    platform: str | os.PathLike[str] | Platform = "xavier",
     prompt: int = 128,
     generate: int = 128,
     batch: int = 1,
@@ -133,7 +133,7 @@ def llm(
             raise DimsError(f"--{name} must be a positive integer, got {value!r}")
     file = read_file(model)  # read once: each phase binds a copy
     proto = file.model
-    user = {k: int(v) for k, v in (dims or {}).items()}  # type: ignore[call-overload]
+    user = {k: int(v) for k, v in (dims or {}).items()}  # type: ignore[call-overload]  # dims are user values: int() checks them
     cache = find_cache(proto, kv_dims, user)
     platform = platform if isinstance(platform, Platform) else load_platform(platform)
 
@@ -204,7 +204,12 @@ def _roles(cache: KVCache) -> set[str]:
 
 def _kv_bytes(cache: KVCache, precision: str | None) -> float:
     """Bytes per token; a float cache takes the precision override's element size (as analyze restates it)."""
-    if precision in ELEMENT_SIZE and cache.dtype.startswith(("float", "bfloat")) and cache.itemsize:
+    if (
+        precision is not None
+        and precision in ELEMENT_SIZE
+        and cache.dtype.startswith(("float", "bfloat"))
+        and cache.itemsize
+    ):
         return cache.bytes_per_token / cache.itemsize * ELEMENT_SIZE[precision]
     return cache.bytes_per_token
 

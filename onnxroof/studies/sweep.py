@@ -101,8 +101,8 @@ class Sweep:
 
 
 def sweep(
-    model: str | os.PathLike | onnx.ModelProto,
-    platform: str | os.PathLike | Platform = "xavier",
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    platform: str | os.PathLike[str] | Platform = "xavier",
     dims: Mapping[str, object] | None = None,
     *,
     dim: str | None = None,
@@ -125,14 +125,13 @@ def sweep(
         platform lacks a precision; :class:`~onnxroof.core.errors.DimsError` on a value that is not a positive integer.
     """
     target = platform if isinstance(platform, Platform) else load_platform(platform)
-    fixed = dict(dims or {})
+    fixed: dict[str, object] = dict(dims or {})
     file = read_file(model)  # read once: every point binds a copy
     proto = file.model
     if shapes:  # whole-input shapes become dim bindings here, so that the swept dim conflicts with them
-        fixed = shape_bindings(proto, shapes, fixed)
+        fixed = dict(shape_bindings(proto, shapes, fixed))
     plan = whatif if whatif is not None else WhatIf()
     precision = precision if precision is not None else plan.precision
-    options = {"strict": strict, "fusion": fusion}
     if dim is not None and precisions:
         raise SweepError(f"sweep one thing: dim '{dim}' or precisions ({', '.join(precisions)}), not both")
     if dim is not None:
@@ -141,7 +140,9 @@ def sweep(
         if precision is not None:
             target.peak(precision)
         point = replace(plan, precision=precision)
-        analyses = [analyze(file, target, {**fixed, dim: value}, whatif=point, **options) for value in swept]
+        analyses = [
+            analyze(file, target, {**fixed, dim: value}, whatif=point, strict=strict, fusion=fusion) for value in swept
+        ]
         axis, parameter = AXIS_DIM, dim
     elif precisions:
         swept = list(_unique(precisions, "precision"))
@@ -149,7 +150,8 @@ def sweep(
             target.peak(str(name))  # PlatformError names what the platform has, before any analysis
         per_sample = False
         analyses = [
-            analyze(file, target, fixed, whatif=replace(plan, precision=str(name)), **options) for name in swept
+            analyze(file, target, fixed, whatif=replace(plan, precision=str(name)), strict=strict, fusion=fusion)
+            for name in swept
         ]
         axis, parameter, precision = AXIS_PRECISION, AXIS_PRECISION, None
     else:

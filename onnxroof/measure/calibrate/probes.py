@@ -21,7 +21,7 @@ OPSET = 17
 IR_VERSION = 8
 
 
-_NP_OF = {
+_NP_OF: dict[int, type[np.generic]] = {
     TensorProto.FLOAT: np.float32,
     TensorProto.FLOAT16: np.float16,
     TensorProto.DOUBLE: np.float64,
@@ -33,7 +33,7 @@ _NP_OF = {
 
 def _model(
     nodes: list[onnx.NodeProto],
-    inputs: list[tuple[str, int, Sequence[int]]],
+    inputs: Sequence[tuple[str, int, Sequence[int]]],
     outputs: list[tuple[str, int]],
     initializers: list[TensorProto],
 ) -> onnx.ModelProto:

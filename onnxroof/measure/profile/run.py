@@ -80,14 +80,14 @@ def random_inputs(
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for name, shape, dtype in inputs:
-        if shape is None or any(d is None for d in shape):
+        dims = tuple(int(d) for d in shape if d is not None) if shape is not None else None
+        if shape is None or dims is None or len(dims) != len(shape):
             raise OnnxroofError(
                 f"input '{name}' has an unbound dim (shape {shape}); bind every symbolic dim with --dim NAME=VALUE"
             )
         np_type = _NUMPY_DTYPES.get(dtype)
         if np_type is None:
             raise OnnxroofError(f"input '{name}': cannot make random data of type {dtype}")
-        dims = tuple(int(d) for d in shape)
         if np_type is np.bool_:
             feeds[name] = rng.integers(0, 2, size=dims).astype(np.bool_)
         elif np.issubdtype(np_type, np.integer):
