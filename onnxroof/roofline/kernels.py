@@ -15,9 +15,9 @@ left after fusion.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from onnxroof.core.kernel import pattern_text
 from onnxroof.core.states import Bound
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import FIGURES, ROOFLINE, Figures, Floats, Objects, TimeModel, Work, floats, place
-from onnxroof.roofline.rows import Column, CostColumn, RowView
+from onnxroof.roofline.rows import Column, CostColumn, RowTable, RowView
 
 #: The cost figures every node and kernel result carries, before the placed :data:`FIGURES`.
 COST_FIELDS = ("flops", "macs", "bytes_read", "bytes_written", "params")
@@ -108,7 +108,7 @@ class KernelResult(Placed):
 
 
 @dataclass(frozen=True, eq=False)
-class KernelTable(Sequence[KernelResult]):
+class KernelTable(RowTable[KernelResult]):
     """A model's kernels as columns (one entry per kernel, in the order the fusion pass gave them); indexing or
     iterating gives :class:`KernelResult` views."""
 
@@ -124,31 +124,10 @@ class KernelTable(Sequence[KernelResult]):
     ideal_latency_s: Floats
     figures: Figures
 
+    VIEW = KernelResult
+
     def __len__(self) -> int:
         return len(self.id)
-
-    @overload
-    def __getitem__(self, row: int) -> KernelResult: ...
-    @overload
-    def __getitem__(self, row: slice) -> tuple[KernelResult, ...]: ...
-    def __getitem__(self, row: int | slice) -> KernelResult | tuple[KernelResult, ...]:
-        if isinstance(row, slice):
-            return tuple(KernelResult(self, i) for i in range(len(self))[row])
-        if row < 0:
-            row += len(self)
-        if not 0 <= row < len(self):
-            raise IndexError(row)
-        return KernelResult(self, row)
-
-    def __iter__(self) -> Iterator[KernelResult]:
-        return (KernelResult(self, i) for i in range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, KernelTable):
-            return NotImplemented
-        return list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]  # unhashable: equality compares the rows
 
 
 @dataclass(frozen=True, slots=True)

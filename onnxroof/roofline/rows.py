@@ -9,41 +9,14 @@ is equal, and :meth:`RowView.to_dict` gives its fields as plain data in :attr:`R
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar, TypeVar, overload
 
 import numpy as np
 
 
-class Column:
-    """A field read from the table's column of the same name (``table.<name>[row]``, or
-    ``table.<source>.<name>[row]`` for a column kept in a part of the table such as its placed figures), as a
-    plain Python value: a float64 as ``float``, NaN as None when ``nan_is_none``."""
-
-    def __init__(self, source: str | None = None, *, nan_is_none: bool = False) -> None:
-        self.source = source
-        self.nan_is_none = nan_is_none
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, view: RowView | None, owner: type | None = None) -> Any:
-        if view is None:
-            return self
-        table = view._table if self.source is None else getattr(view._table, self.source)
-        value = getattr(table, self.name)[view._row]
-        if isinstance(value, np.floating):
-            value = float(value)
-            if self.nan_is_none and math.isnan(value):
-                return None
-        elif isinstance(value, np.bool_):
-            return bool(value)
-        return value
-
-
-class CostColumn:
-    """A cost figure (``flops``, ``macs``, ``bytes_read``, ``bytes_written``, ``params``) read from the row's
-    :class:`~onnxroof.core.cost.Cost` (``table.costs[row]``), as the rule gave it (an int stays an int)."""
+class Field:
+    """A field of a :class:`RowView`, named by the attribute it is assigned to; :meth:`read` gives the row's value."""
 
     def __init__(self) -> None:
         self.name = ""
@@ -54,7 +27,53 @@ class CostColumn:
     def __get__(self, view: RowView | None, owner: type | None = None) -> Any:
         if view is None:
             return self
-        return getattr(view._table.costs[view._row], self.name)
+        return self.read(view._table, view._row)
+
+    def read(self, table: Any, row: int) -> Any:
+        raise NotImplementedError
+
+
+class Column(Field):
+    """A field read from the table's column of the same name (``table.<name>[row]``, or
+    ``table.<source>.<name>[row]`` for a column kept in a part of the table such as its placed figures), as a
+    plain Python value: a float64 as ``float``, NaN as None when ``nan_is_none``."""
+
+    def __init__(self, source: str | None = None, *, nan_is_none: bool = False) -> None:
+        super().__init__()
+        self.source = source
+        self.nan_is_none = nan_is_none
+
+    def read(self, table: Any, row: int) -> Any:
+        part = table if self.source is None else getattr(table, self.source)
+        value = getattr(part, self.name)[row]
+        if isinstance(value, np.floating):
+            value = float(value)
+            if self.nan_is_none and math.isnan(value):
+                return None
+        elif isinstance(value, np.bool_):
+            return bool(value)
+        return value
+
+
+class CostColumn(Field):
+    """A cost figure (``flops``, ``macs``, ``bytes_read``, ``bytes_written``, ``params``) read from the row's
+    :class:`~onnxroof.core.cost.Cost` (``table.costs[row]``), as the rule gave it (an int stays an int)."""
+
+    def read(self, table: Any, row: int) -> Any:
+        return getattr(table.costs[row], self.name)
+
+
+class ItemField(Field):
+    """A field read from the row's entry of one of the table's tuples of objects
+    (``getattr(table.<items>[row], attribute or name)``): an op's id, a node cost's state."""
+
+    def __init__(self, items: str, attribute: str | None = None) -> None:
+        super().__init__()
+        self.items = items
+        self.attribute = attribute
+
+    def read(self, table: Any, row: int) -> Any:
+        return getattr(getattr(table, self.items)[row], self.attribute or self.name)
 
 
 class RowView:
@@ -91,3 +110,42 @@ class RowView:
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
         return f"{type(self).__name__}({inner})"
+
+
+View = TypeVar("View", bound=RowView)
+
+
+class RowTable(Sequence[View]):
+    """Columns of rows read as views: a subclass names its view class (``VIEW``) and its length; indexing and
+    iterating build :class:`RowView` s on demand; two tables are equal when their rows are."""
+
+    VIEW: ClassVar[type[RowView]]
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, row: int) -> View: ...
+    @overload
+    def __getitem__(self, row: slice) -> tuple[View, ...]: ...
+    def __getitem__(self, row: int | slice) -> View | tuple[View, ...]:
+        if isinstance(row, slice):
+            return tuple(self._view(i) for i in range(len(self))[row])
+        if row < 0:
+            row += len(self)
+        if not 0 <= row < len(self):
+            raise IndexError(row)
+        return self._view(row)
+
+    def __iter__(self) -> Iterator[View]:
+        return (self._view(i) for i in range(len(self)))
+
+    def _view(self, row: int) -> View:
+        return self.VIEW(self, row)  # type: ignore[return-value]  # VIEW is the subclass's View
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # tables are compared by value
