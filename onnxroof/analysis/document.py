@@ -8,9 +8,10 @@ measured overlay and the fleet table read it, so every output shows the same fig
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
-from onnxroof.analysis.analyze import Analysis, NodeResult
+from onnxroof.analysis.analyze import Analysis
 from onnxroof.analysis.findings import find
 from onnxroof.platform.model import Platform
 
@@ -57,9 +58,9 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def node_fields(node: NodeResult) -> dict[str, Any]:
-    data = node.to_dict()
-    return {key: _finite(data[key]) for key in NODE_FIELDS}
+def node_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
+    """Each node's :data:`NODE_FIELDS` as the JSON document gives them (non-finite figures as None), in order."""
+    return ({key: _finite(record[key]) for key in NODE_FIELDS} for record in analysis.nodes.records())
 
 
 def platform_dict(analysis: Analysis) -> dict[str, Any]:
@@ -124,8 +125,8 @@ def to_dict(analysis: Analysis, *, lazy: bool = False) -> dict[str, Any]:
     ``lazy=True`` gives the per-node and per-kernel lists as iterators, each item built as it is read (a
     renderer that writes as it goes then never holds a million node dicts at once: ~1 KB each)."""
     m, t = analysis.model, analysis.totals
-    nodes = (node_fields(n) for n in analysis.nodes)
-    kernels = ({key: _finite(value) for key, value in k.to_dict().items()} for k in analysis.kernels)
+    nodes = node_records(analysis)
+    kernels = ({key: _finite(value) for key, value in record.items()} for record in analysis.kernels.records())
     return {
         "schema": SCHEMA_VERSION,
         "model": {

@@ -71,12 +71,12 @@ class NodeResult(Placed):
     def output_shapes(self) -> tuple[list[int | None] | None, ...]:
         return _shapes(self._table.ops[self._row].outputs)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every field as plain data (shapes as lists)."""
-        data = self._plain()
-        data["input_shapes"] = list(self.input_shapes)
-        data["output_shapes"] = list(self.output_shapes)
-        return data
+    @classmethod
+    def plain_record(cls, fields: dict[str, Any]) -> dict[str, Any]:
+        """Shapes as lists."""
+        fields["input_shapes"] = list(fields["input_shapes"])
+        fields["output_shapes"] = list(fields["output_shapes"])
+        return fields
 
 
 @dataclass(frozen=True, eq=False)

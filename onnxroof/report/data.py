@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from onnxroof.analysis.analyze import Analysis, NodeResult
-from onnxroof.analysis.document import NODE_FIELDS, node_fields, to_dict
+from onnxroof.analysis.analyze import Analysis
+from onnxroof.analysis.document import NODE_FIELDS, node_records, to_dict
 
 
 def render_json(analysis: Analysis) -> str:
@@ -64,11 +64,10 @@ def csv_text(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
 
 def render_csv(analysis: Analysis) -> str:
     """One row per node, the JSON node fields as columns (shapes as JSON text)."""
-    return csv_text(NODE_FIELDS, (_csv_node(node) for node in analysis.nodes))
+    return csv_text(NODE_FIELDS, (_csv_node(row) for row in node_records(analysis)))
 
 
-def _csv_node(node: NodeResult) -> dict[str, Any]:
-    row = node_fields(node)
+def _csv_node(row: dict[str, Any]) -> dict[str, Any]:
     row["input_shapes"] = json.dumps(row["input_shapes"])
     row["output_shapes"] = json.dumps(row["output_shapes"])
     return row

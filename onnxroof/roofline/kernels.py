@@ -99,9 +99,11 @@ class KernelResult(Placed):
         """The patterns as text (``conv_bn+ort_conv_activation``, ``single`` for a node run alone)."""
         return pattern_text(self.patterns)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {("pattern" if name == "patterns" else name): value for name, value in self._plain().items()}
-        data["pattern"] = self.pattern
+    @classmethod
+    def plain_record(cls, fields: dict[str, Any]) -> dict[str, Any]:
+        """``patterns`` as the ``pattern`` text, member lists as lists."""
+        data = {("pattern" if name == "patterns" else name): value for name, value in fields.items()}
+        data["pattern"] = pattern_text(fields["patterns"])
         for name in ("node_ids", "op_types", "folded_nodes"):
             data[name] = list(data[name])
         return data

@@ -32,6 +32,10 @@ class Field:
     def read(self, table: Any, row: int) -> Any:
         raise NotImplementedError
 
+    def column(self, table: Any, start: int, stop: int) -> list[Any]:
+        """The values of rows ``start:stop``, as :meth:`read` gives each (subclasses read a column at once)."""
+        return [self.read(table, row) for row in range(start, stop)]
+
 
 class Column(Field):
     """A field read from the table's column of the same name (``table.<name>[row]``, or
@@ -42,6 +46,14 @@ class Column(Field):
         super().__init__()
         self.source = source
         self.nan_is_none = nan_is_none
+
+    def column(self, table: Any, start: int, stop: int) -> list[Any]:
+        part = table if self.source is None else getattr(table, self.source)
+        values = getattr(part, self.name)[start:stop]
+        listed: list[Any] = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        if self.nan_is_none:
+            return [None if value != value else value for value in listed]  # NaN is the one value unequal to itself
+        return listed
 
     def read(self, table: Any, row: int) -> Any:
         part = table if self.source is None else getattr(table, self.source)
@@ -62,6 +74,10 @@ class CostColumn(Field):
     def read(self, table: Any, row: int) -> Any:
         return getattr(table.costs[row], self.name)
 
+    def column(self, table: Any, start: int, stop: int) -> list[Any]:
+        name = self.name
+        return [getattr(cost, name) for cost in table.costs[start:stop]]
+
 
 class ItemField(Field):
     """A field read from the row's entry of one of the table's tuples of objects
@@ -74,6 +90,10 @@ class ItemField(Field):
 
     def read(self, table: Any, row: int) -> Any:
         return getattr(getattr(table, self.items)[row], self.attribute or self.name)
+
+    def column(self, table: Any, start: int, stop: int) -> list[Any]:
+        name = self.attribute or self.name
+        return [getattr(item, name) for item in getattr(table, self.items)[start:stop]]
 
 
 class RowView:
@@ -97,7 +117,13 @@ class RowView:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data."""
-        return self._plain()
+        return self.plain_record(self._plain())
+
+    @classmethod
+    def plain_record(cls, fields: dict[str, Any]) -> dict[str, Any]:
+        """The fields of one row (``FIELDS`` order) as :meth:`to_dict` gives them (subclasses turn tuples into
+        lists, patterns into text...)."""
+        return fields
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -113,6 +139,15 @@ class RowView:
 
 
 View = TypeVar("View", bound=RowView)
+
+
+def _column(view: type[RowView], name: str, table: Any, start: int, stop: int) -> list[Any]:
+    """Rows ``start:stop`` of field ``name``: a column read at once for a :class:`Field`, else (a computed
+    property) row by row through views."""
+    field = getattr(view, name)
+    if isinstance(field, Field):
+        return field.column(table, start, stop)
+    return [getattr(view(table, row), name) for row in range(start, stop)]
 
 
 class RowTable(Sequence[View]):
@@ -139,6 +174,17 @@ class RowTable(Sequence[View]):
 
     def __iter__(self) -> Iterator[View]:
         return (self._view(i) for i in range(len(self)))
+
+    def records(self, chunk: int = 4096) -> Iterator[dict[str, Any]]:
+        """Every row's fields as a dict (the view's :meth:`RowView.to_dict`), read a column at a time over ``chunk``
+        rows: what a renderer of all rows reads, without a view and a descriptor call per field and row, and
+        without holding more than ``chunk`` rows' values at once."""
+        view = self.VIEW
+        for start in range(0, len(self), chunk):
+            stop = min(start + chunk, len(self))
+            columns = {name: _column(view, name, self, start, stop) for name in view.FIELDS}
+            for offset in range(stop - start):
+                yield view.plain_record({name: values[offset] for name, values in columns.items()})
 
     def _view(self, row: int) -> View:
         return self.VIEW(self, row)  # type: ignore[return-value]  # VIEW is the subclass's View
