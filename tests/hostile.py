@@ -87,35 +87,36 @@ def fuse_first_kernels(analysis, count: int = 2, pattern: str = "test_fused"):
     figures are the sums of its parts (its roofline place is the first part's: renderers do not re-derive it).
     """
     import dataclasses
-    from types import SimpleNamespace
 
-    from onnxroof.roofline.kernels import KernelResult
+    import numpy as np
 
-    parts = analysis.kernels[:count]
-    first = parts[0]
+    from onnxroof.core.cost import Cost
+    from onnxroof.roofline.kernels import KernelTable
+
+    table = analysis.kernels
+    parts = table[:count]
+    cost = Cost(*(sum(getattr(k, name) for k in parts) for name in ("flops", "macs", "bytes_read", "bytes_written")))
+    cost = dataclasses.replace(cost, params=sum(k.params for k in parts))
+    figures = table.figures
     summed = {
-        name: sum(getattr(k, name) for k in parts)
-        for name in (
-            "flops",
-            "macs",
-            "bytes_read",
-            "bytes_written",
-            "params",
-            "t_compute_s",
-            "t_memory_s",
-            "t_overhead_s",
-            "latency_s",
-            "ideal_bytes",
-            "ideal_latency_s",
-        )
+        name: np.concatenate([[sum(getattr(figures, name)[:count])], getattr(figures, name)[count:]])
+        for name in ("t_compute_s", "t_memory_s", "t_overhead_s", "latency_s")
     }
-    fields = {name: getattr(first, name) for name in KernelResult.FIELDS}
-    fields.update(
-        id="kfused",
-        patterns=tuple(pattern.split("+")),
-        node_ids=tuple(n for k in parts for n in k.node_ids),
-        op_types=tuple(o for k in parts for o in k.op_types),
-        **summed,
+    rest = slice(count - 1, None)  # the first part's row stands for the merged kernel, then the others
+    kept = {
+        f.name: getattr(figures, f.name)[rest] for f in dataclasses.fields(figures) if f.name not in ("time_model",)
+    }
+    merged = KernelTable(
+        id=("kfused", *table.id[count:]),
+        patterns=(tuple(pattern.split("+")), *table.patterns[count:]),
+        node_ids=(tuple(n for k in parts for n in k.node_ids), *table.node_ids[count:]),
+        op_types=(tuple(o for k in parts for o in k.op_types), *table.op_types[count:]),
+        folded_nodes=(tuple(n for k in parts for n in k.folded_nodes), *table.folded_nodes[count:]),
+        layout=(False, *table.layout[count:]),
+        precision=table.precision[rest],
+        costs=(cost, *table.costs[count:]),
+        ideal_bytes=(sum(table.ideal_bytes[:count]), *table.ideal_bytes[count:]),
+        ideal_latency_s=np.concatenate([[sum(table.ideal_latency_s[:count])], table.ideal_latency_s[count:]]),
+        figures=dataclasses.replace(figures, **{**kept, **summed}),
     )
-    merged = SimpleNamespace(**fields, pattern=pattern, bytes=fields["bytes_read"] + fields["bytes_written"])
-    return dataclasses.replace(analysis, kernels=(merged, *analysis.kernels[count:]))
+    return dataclasses.replace(analysis, kernels=merged)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -248,14 +249,11 @@ def test_main_precision_is_where_the_most_time_computes_a_tie_going_to_the_great
     from dataclasses import replace
 
     analysis = onnxroof.analyze(ROOT / "samples" / "tiny_cnn.onnx", "xavier", {"batch": 1})
-    kernels = analysis.kernels
 
     def timed(*pairs: tuple[str, float]) -> onnxroof.Analysis:
-        """The analysis with kernels of these precisions and times (the columns main_precision reads)."""
-        precision = np.asarray([p for p, _ in pairs], dtype=object)
-        latency = np.asarray([t for _, t in pairs], dtype=np.float64)
-        figures = replace(kernels.figures, latency_s=latency)
-        return replace(analysis, kernels=replace(kernels, precision=precision, figures=figures))
+        """The analysis with kernels of these precisions and times (what main_precision reads of a kernel)."""
+        kernels = tuple(SimpleNamespace(precision=p, latency_s=t) for p, t in pairs)
+        return replace(analysis, kernels=kernels)  # type: ignore[arg-type]
 
     assert timed(("fp16", 1.0), ("fp32", 2.0)).main_precision == "fp32"
     assert timed(("int8", 1.0), ("fp16", 0.6), ("fp16", 0.6)).main_precision == "fp16"  # summed per precision

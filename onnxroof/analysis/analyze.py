@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import onnx
 
@@ -43,6 +42,9 @@ from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
 from onnxroof.roofline.place import ROOFLINE, Floats, TimeModel, Work, floats
 from onnxroof.roofline.place import place as place_rows
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,10 +103,8 @@ class Analysis:
         the kernels, a tie going to the greater name; with no kernel, the precision override, else the platform's
         first precision."""
         time: dict[str, float] = {}
-        for precision, latency in zip(
-            self.kernels.precision.tolist(), self.kernels.figures.latency_s.tolist(), strict=True
-        ):
-            time[precision] = time.get(precision, 0.0) + latency
+        for kernel in self.kernels:
+            time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
         if time:
             return max(time, key=lambda p: (time[p], p))
         return self.precision_override or self.platform.precisions()[0]

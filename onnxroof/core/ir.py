@@ -25,9 +25,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import onnx
 
 from onnxroof.core.dtypes import dtype_info
@@ -44,6 +43,9 @@ from onnxroof.core.protos import (
     type_facts,
 )
 from onnxroof.core.states import Role
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: Ops whose outputs are metadata of their input, computable at load time when the input's shape is known.
 SHAPE_OPS = frozenset({"Shape", "Size"})
@@ -193,6 +195,8 @@ def implicit_reads(op: OpView) -> list[str]:
 
 def _dag(ops: Sequence[OpView]) -> nx.DiGraph[str]:
     """The DAG of ``ops`` (see :attr:`ModelIR.graph`); ``ops`` in topological order."""
+    import networkx as nx  # the DAG is built only when asked for: most analyses never import networkx
+
     dag: nx.DiGraph[str] = nx.DiGraph()
     producer_id: dict[str, str] = {}
     for op in ops:

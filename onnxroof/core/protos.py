@@ -8,14 +8,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 import onnx
 from onnx import helper
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ModelError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def normalize_domain(domain: str) -> str:
@@ -167,6 +169,8 @@ def topological_order(nodes: Sequence[onnx.NodeProto]) -> tuple[int, ...]:
                 producer[out] = i
     if _already_ordered(producer, first_read):
         return tuple(range(len(nodes)))
+    import networkx as nx  # only a graph that inlining reordered needs sorting
+
     dag: nx.DiGraph[int] = nx.DiGraph()
     dag.add_nodes_from(range(len(nodes)))
     for i, node in enumerate(nodes):
