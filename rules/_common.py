@@ -38,6 +38,16 @@ def required_input(op: OpView, i: int) -> TensorInfo:
     return t
 
 
+def required_attr(op: OpView, name: str) -> int:
+    """The integer attribute ``name``, which the op's definition requires here (ONNX Attention's head counts with
+    3D inputs): missing, it is :class:`~onnxroof.core.errors.MalformedNode` naming the node and the attribute.
+    Attributes required in every case are declared on the rule instead (``@rule(..., required_attrs=...)``)."""
+    if name not in op.attrs:
+        key = f"{op.domain}::{op.op_type}" if op.domain else op.op_type
+        raise MalformedNode(f"node {op.id} ({key}): required attribute '{name}' is missing")
+    return int(op.attrs[name])
+
+
 def required_output(op: OpView, i: int = 0) -> TensorInfo:
     t = op.output(i)
     if t is None:

@@ -28,7 +28,15 @@ from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.ir import OpView, TensorInfo
 from onnxroof.core.registry import Family
 from onnxroof.core.states import OpClass, RuleStatus
-from onnxroof.rules._common import inputs_bytes, nbytes, outputs_bytes, required_input, shape_of
+from onnxroof.rules._common import (
+    inputs_bytes,
+    nbytes,
+    outputs_bytes,
+    required_attr,
+    required_input,
+    shape_of,
+    shape_with_rank,
+)
 
 FAMILY = Family("attention", OpClass.OTHER)
 rule = FAMILY.rule
@@ -110,9 +118,9 @@ def _onnx_heads(op: OpView) -> Heads:
     if len(shape_of(q)) == 4:  # [B, Hq, S, D], [B, Hkv, L, D], [B, Hkv, L, Dv]
         b, hq, s, d = shape_of(q)
         hkv, new, dv = dim(k, 1), dim(k, 2), dim(v, 3)
-    else:  # [B, S, Hq·D], [B, L, Hkv·D], [B, L, Hkv·Dv]
-        hq, hkv = int(op.attrs["q_num_heads"]), int(op.attrs["kv_num_heads"])
-        b, s, width = shape_of(q)
+    else:  # [B, S, Hq·D], [B, L, Hkv·D], [B, L, Hkv·Dv]: the head counts are required for 3D inputs
+        hq, hkv = required_attr(op, "q_num_heads"), required_attr(op, "kv_num_heads")
+        b, s, width = shape_with_rank(op, q, 3, "input Q")
         d, new, dv = width // hq, dim(k, 1), dim(v, 2) // hkv
     present = op.output(1)
     past = op.input(4)
@@ -122,7 +130,7 @@ def _onnx_heads(op: OpView) -> Heads:
     return Heads(b, s, t, hq, hkv, d, dv)
 
 
-@rule("Attention", params=table_params())
+@rule("Attention", params=table_params(), positive_attrs=("q_num_heads", "kv_num_heads"))
 def onnx_attention(op: OpView) -> Cost:
     """ai.onnx::Attention (opsets 23, 24): softmax(Q·Kᵀ·scale [softcap] + mask)·V with an optional KV cache.
 
@@ -146,7 +154,7 @@ def _gqa_heads(op: OpView) -> tuple[Heads, bool]:
     """Heads of GroupQueryAttention / SparseAttention and whether past and present share one buffer."""
     q = required_input(op, 0)
     hq, hkv = int(op.attrs["num_heads"]), int(op.attrs["kv_num_heads"])
-    b, s, width = shape_of(q)
+    b, s, width = shape_with_rank(op, q, 3, "input query")
     packed = op.input(1) is None  # query holds Q, K and V: [B, S, (Hq + 2·Hkv)·D]
     d = width // (hq + 2 * hkv) if packed else width // hq
     past, present = op.input(3), op.output(1)
@@ -169,7 +177,14 @@ def _kv_cache_io(op: OpView, h: Heads, shared: bool, cache_inputs: tuple[int, in
     return read, sum(t.nbytes * h.s / h.t for t in present)
 
 
-@rule("GroupQueryAttention", domain=MS, params=table_params(7, 8))
+@rule(
+    "GroupQueryAttention",
+    domain=MS,
+    params=table_params(7, 8),
+    required_attrs=("num_heads", "kv_num_heads"),
+    inputs=(1, None),
+    positive_attrs=("num_heads", "kv_num_heads"),
+)
 def group_query_attention(op: OpView) -> Cost:
     """com.microsoft::GroupQueryAttention: causal grouped-query attention with a KV cache, rotary inside.
 
@@ -198,7 +213,15 @@ def group_query_attention(op: OpView) -> Cost:
     return with_bytes(core, read + cache_read, written, rotary)
 
 
-@rule("SparseAttention", domain=MS, status=RuleStatus.APPROXIMATE, params=table_params(9, 10))
+@rule(
+    "SparseAttention",
+    domain=MS,
+    status=RuleStatus.APPROXIMATE,
+    params=table_params(9, 10),
+    required_attrs=("num_heads", "kv_num_heads"),
+    inputs=(7, None),
+    positive_attrs=("num_heads", "kv_num_heads"),
+)
 def sparse_attention(op: OpView) -> Cost:
     """com.microsoft::SparseAttention: block-sparse causal grouped-query attention with a shared KV buffer.
 

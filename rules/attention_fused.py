@@ -11,16 +11,19 @@ is given). Traffic: every input read once (the whole past KV cache included), ev
 from __future__ import annotations
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
+from onnxroof.core.errors import MalformedNode
 from onnxroof.core.ir import OpView
 from onnxroof.core.registry import Family
 from onnxroof.core.states import OpClass, RuleStatus
-from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, shape_of
+from onnxroof.rules._common import inputs_bytes, outputs_bytes, required_input, shape_of, shape_with_rank
 from onnxroof.rules.attention import Heads, attention_core, dim, static_dim, with_bytes
 
 FAMILY = Family("attention", OpClass.OTHER)
 rule = FAMILY.rule
 
 MS = "com.microsoft"
+#: Every op here needs its head count (ONNX Runtime's ContribOperators.md: ``num_heads``, required) and divides by it.
+HEADS = ("num_heads",)
 
 
 def _masked(op: OpView, *mask_inputs: int) -> bool:
@@ -37,6 +40,8 @@ def _mha_heads(op: OpView, past_index: int) -> Heads:
     [B, L, N·D], [B, N, L, D] or packed KV [B, L, N, 2, D]; value [B, L, N·Dv] or [B, N, L, Dv]."""
     n = int(op.attrs["num_heads"])
     q = shape_of(required_input(op, 0))
+    if len(q) not in (3, 5):
+        raise MalformedNode(f"node {op.id} ({MS}::{op.op_type}): query has rank {len(q)} {list(q)}, needs 3 or 5")
     b, s = q[0], q[1]
     key, value = op.input(1), op.input(2)
     if len(q) == 5:
@@ -69,7 +74,7 @@ def _bias_flops(op: OpView, h: Heads, bias_index: int) -> int:
     return h.b * h.s * width
 
 
-@rule("MultiHeadAttention", domain=MS)
+@rule("MultiHeadAttention", domain=MS, required_attrs=HEADS, inputs=(1, None), positive_attrs=HEADS)
 def multi_head_attention(op: OpView) -> Cost:
     """com.microsoft::MultiHeadAttention: attention of given Q, K, V (self or cross) with an optional KV cache.
 
@@ -87,7 +92,7 @@ def multi_head_attention(op: OpView) -> Cost:
     return _streamed(op, attention_core(h, masked=_masked(op, 4, 5)), _bias_flops(op, h, 3))
 
 
-@rule("DecoderMaskedMultiHeadAttention", domain=MS)
+@rule("DecoderMaskedMultiHeadAttention", domain=MS, required_attrs=HEADS, inputs=(1, None), positive_attrs=HEADS)
 def decoder_masked_multi_head_attention(op: OpView) -> Cost:
     """com.microsoft::DecoderMaskedMultiHeadAttention: one decode step of attention over a KV buffer.
 
@@ -111,7 +116,7 @@ def _qkv_sizes(op: OpView, weights_width: int) -> tuple[int, int, int]:
     return (weights_width // 3,) * 3
 
 
-@rule("Attention", domain=MS)
+@rule("Attention", domain=MS, required_attrs=HEADS, inputs=(2, None), positive_attrs=HEADS)
 def contrib_attention(op: OpView) -> Cost:
     """com.microsoft::Attention: QKV projection + bias + multi-head self-attention with an optional past.
 
@@ -124,7 +129,7 @@ def contrib_attention(op: OpView) -> Cost:
     Assumptions: causal mask counted in full; ``do_rotary`` adds 3 FLOPs per rotated element of Q and K.
     Reference: ONNX Runtime ContribOperators.md, com.microsoft.Attention.
     """
-    b, s, width = shape_of(required_input(op, 0))
+    b, s, width = shape_with_rank(op, required_input(op, 0), 3, "input")
     n = int(op.attrs["num_heads"])
     wq, wk, wv = _qkv_sizes(op, dim(required_input(op, 1), -1))
     t = static_dim(op.output(1), 3)
@@ -142,7 +147,14 @@ def contrib_attention(op: OpView) -> Cost:
 
 
 # --------------------------------------------------------------------------------------- packed (no padding)
-@rule("PackedAttention", domain=MS, status=RuleStatus.APPROXIMATE)
+@rule(
+    "PackedAttention",
+    domain=MS,
+    status=RuleStatus.APPROXIMATE,
+    required_attrs=HEADS,
+    inputs=(4, None),
+    positive_attrs=HEADS,
+)
 def packed_attention(op: OpView) -> Cost:
     """com.microsoft::PackedAttention: Attention on padding-free tokens ([token_count, I]).
 
@@ -153,8 +165,8 @@ def packed_attention(op: OpView) -> Cost:
     Assumptions: the per-sequence lengths are runtime values: attention is bounded by the padded length S.
     Reference: ONNX Runtime ContribOperators.md, com.microsoft.PackedAttention.
     """
-    c, width = shape_of(required_input(op, 0))
-    b, s = shape_of(required_input(op, 3))
+    c, width = shape_with_rank(op, required_input(op, 0), 2, "input")
+    b, s = shape_with_rank(op, required_input(op, 3), 2, "token_offset")
     n = int(op.attrs["num_heads"])
     wq, wk, wv = _qkv_sizes(op, dim(required_input(op, 1), -1))
     core = attention_core(Heads(b, s, s, n, n, wq // n, wv // n), masked=op.input(5) is not None)
@@ -163,7 +175,14 @@ def packed_attention(op: OpView) -> Cost:
     return _streamed(op, Cost(flops=core.flops, macs=core.macs + projection), extra)
 
 
-@rule("PackedMultiHeadAttention", domain=MS, status=RuleStatus.APPROXIMATE)
+@rule(
+    "PackedMultiHeadAttention",
+    domain=MS,
+    status=RuleStatus.APPROXIMATE,
+    required_attrs=HEADS,
+    inputs=(5, None),
+    positive_attrs=HEADS,
+)
 def packed_multi_head_attention(op: OpView) -> Cost:
     """com.microsoft::PackedMultiHeadAttention: MultiHeadAttention on padding-free tokens.
 
@@ -174,11 +193,13 @@ def packed_multi_head_attention(op: OpView) -> Cost:
     Reference: ONNX Runtime ContribOperators.md, com.microsoft.PackedMultiHeadAttention.
     """
     q = shape_of(required_input(op, 0))
+    if len(q) not in (2, 4):
+        raise MalformedNode(f"node {op.id} ({MS}::{op.op_type}): query has rank {len(q)} {list(q)}, needs 2 or 4")
     n = int(op.attrs["num_heads"])
     d = q[-1] if len(q) == 4 else q[1] // n
     value = op.input(2)
     dv = dim(value, -1) // n if value is not None else d
-    b, s = shape_of(required_input(op, 4))
+    b, s = shape_with_rank(op, required_input(op, 4), 2, "token_offset")
     core = attention_core(Heads(b, s, s, n, n, d, dv), masked=op.input(6) is not None)
     bias = q[0] * dim(op.input(3), -1) if op.input(3) is not None else 0  # type: ignore[arg-type]
     return _streamed(op, core, bias)

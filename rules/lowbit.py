@@ -41,7 +41,14 @@ def _nbits_params(op: OpView) -> dict[int, float]:
     return {1: float(int(op.attrs["N"]) * int(op.attrs["K"])), 2: 0.0, 3: 0.0, 4: 0.0}
 
 
-@rule("MatMulNBits", domain=MS, params=_nbits_params)
+@rule(
+    "MatMulNBits",
+    domain=MS,
+    params=_nbits_params,
+    required_attrs=("K", "N"),
+    inputs=(3, None),
+    positive_attrs=("K", "N"),
+)
 def matmul_nbits(op: OpView) -> Cost:
     """com.microsoft::MatMulNBits: Y[M, N] = A[M, K] · dequantize(B)ᵀ (+ bias), B of ``bits`` = 2, 4 or 8.
 
@@ -64,7 +71,9 @@ def _bnb4_params(op: OpView) -> dict[int, float]:
     return {1: float(int(op.attrs["N"]) * int(op.attrs["K"])), 2: 0.0}
 
 
-@rule("MatMulBnb4", domain=MS, params=_bnb4_params)
+@rule(
+    "MatMulBnb4", domain=MS, params=_bnb4_params, required_attrs=("K", "N"), inputs=(3, None), positive_attrs=("K", "N")
+)
 def matmul_bnb4(op: OpView) -> Cost:
     """com.microsoft::MatMulBnb4: Y = A[M, K] · dequantize(B) with bitsandbytes FP4/NF4 weights.
 
@@ -84,7 +93,15 @@ def _gbq_params(op: OpView) -> dict[int, float]:
     return {0: logical_elements(required_input(op, 0), int(op.attrs.get("bits", 4))), 2: 0.0, 3: 0.0}
 
 
-@rule("GatherBlockQuantized", domain=MS, family="indexing", op_class=OpClass.INDEXING, params=_gbq_params)
+@rule(
+    "GatherBlockQuantized",
+    domain=MS,
+    family="indexing",
+    op_class=OpClass.INDEXING,
+    params=_gbq_params,
+    inputs=(3, None),
+    positive_attrs=("bits",),
+)
 def gather_block_quantized(op: OpView) -> Cost:
     """com.microsoft::GatherBlockQuantized: gather slices of a block-quantized table and dequantize them.
 

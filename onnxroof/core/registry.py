@@ -41,11 +41,13 @@ through their ONNX function body, fused ops a runtime creates), so an op's class
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypedDict, Unpack
 
+from onnxroof.core.contracts import NO_CONTRACT, NodeContract, check_node, schema_contract
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import CostError
 from onnxroof.core.ir import OpView, TensorInfo
@@ -64,6 +66,9 @@ class RuleOptions(TypedDict, total=False):
     status: RuleStatus
     config_inputs: Iterable[int]
     params: ParamsFn | None
+    required_attrs: tuple[str, ...]
+    inputs: tuple[int, int | None]
+    positive_attrs: tuple[str, ...]
 
 
 """A weight's logical elements by input index, for weights not stored one element per value (module docstring)."""
@@ -89,6 +94,8 @@ class RuleEntry:
     """Logical elements of weight inputs stored packed or derived (module docstring); None: stored elements."""
     op_class: OpClass = OpClass.OTHER
     """The efficiency class (module docstring): the family's default unless the rule overrides it."""
+    contract: NodeContract = NO_CONTRACT
+    """What the rule declares a node must hold beyond ONNX's schema (:mod:`onnxroof.core.contracts`)."""
 
     @property
     def doc(self) -> str:
@@ -108,10 +115,17 @@ def rule(
     family: str = "",
     params: ParamsFn | None = None,
     op_class: OpClass = OpClass.OTHER,
+    required_attrs: tuple[str, ...] = (),
+    inputs: tuple[int, int | None] = (0, None),
+    positive_attrs: tuple[str, ...] = (),
 ) -> Callable[[RuleFn], RuleFn]:
     """Declare ``fn`` the cost rule of each op type in ``op_types`` (in ``domain``): the entries are recorded on
     ``fn`` (:func:`entries_of`), and a :class:`Registry` takes them in (:meth:`Registry.with_rules`). ``params``,
-    when given, counts the logical elements of packed or derived weight inputs (module docstring)."""
+    when given, counts the logical elements of packed or derived weight inputs (module docstring).
+
+    ``required_attrs``, ``inputs`` (min, max count; max None: unbounded) and ``positive_attrs`` (integers the
+    rule divides by or loops over, ≥ 1 when present) declare what a node must hold beyond ONNX's schema (ONNX
+    Runtime's contrib ops have none in ONNX): checked before the rule runs (:mod:`onnxroof.core.contracts`)."""
     if kind not in tuple(RuleKind):
         raise ValueError(f"unknown rule kind {kind!r}; expected one of {tuple(RuleKind)}")
     if status not in tuple(RuleStatus):
@@ -121,9 +135,10 @@ def rule(
     kind, status, cls = RuleKind(kind), RuleStatus(status), OpClass(op_class)
     dom = normalize_domain(domain)
     config = frozenset(config_inputs)
+    contract = NodeContract(tuple(required_attrs), inputs, tuple(positive_attrs))
 
     def record(fn: RuleFn) -> RuleFn:
-        made = tuple(RuleEntry(dom, t, fn, kind, status, config, family, params, cls) for t in op_types)
+        made = tuple(RuleEntry(dom, t, fn, kind, status, config, family, params, cls, contract) for t in op_types)
         setattr(fn, _ENTRIES_ATTR, entries_of(fn) + made)
         return fn
 
@@ -308,13 +323,31 @@ def evaluate(op: OpView, entry: RuleEntry) -> Cost:
 
 def evaluate_with_weights(op: OpView, entry: RuleEntry) -> tuple[Cost, dict[str, tuple[float, float]]]:
     """:func:`evaluate`, and the :func:`weight_table` it counted the parameters from (computed once: the
-    analysis needs both for every node)."""
+    analysis needs both for every node). The node is first held to its contract (:func:`node_contract`): a
+    missing required attribute, a wrong input count, a head count of 0 or a data type outside the enum is a
+    :class:`~onnxroof.core.errors.MalformedNode` naming the node and the attribute, never an internal error."""
+    contract = node_contract(entry, op.opset)
+    if contract is not NO_CONTRACT:
+        key = f"{op.domain}::{op.op_type}" if op.domain else op.op_type
+        check_node(op.id, key, len(op.inputs), op.attrs, contract)
     cost = entry.fn(op)
     table = weight_table(op, entry)
     params = float(sum(numel for numel, _ in table.values())) if table else 0.0
     if params != cost.params:  # built directly: dataclasses.replace costs ~5 µs a node on large graphs
         cost = Cost(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written, params)
     return check_cost(op, cost), table
+
+
+@functools.lru_cache(maxsize=4096)
+def _joined(op_type: str, opset: int, domain: str, declared: NodeContract) -> NodeContract:
+    joined = schema_contract(op_type, opset, domain).join(declared)
+    return NO_CONTRACT if joined == NO_CONTRACT else joined
+
+
+def node_contract(entry: RuleEntry, opset: int) -> NodeContract:
+    """The contract a node of ``entry``'s op at ``opset`` is held to: ONNX's schema joined with the rule's own
+    declaration (:mod:`onnxroof.core.contracts`), computed once per (op, opset) and declaration."""
+    return _joined(entry.op_type, opset, entry.domain, entry.contract)
 
 
 def check_cost(op: OpView, cost: Cost) -> Cost:

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxroof.core.contracts import DATA_TYPES
 from onnxroof.load.contrib_shapes import CONTRIB_SHAPES, Arg, contrib_output_shapes
 
 SMALL_CONSTANT_LIMIT = 4096
@@ -191,6 +192,8 @@ def _direct_outputs(node: onnx.NodeProto, types: TypeMap, found: Mapping[str, ob
             out_elem = TensorProto.BOOL
         elif node.op_type == "Cast":
             out_elem = next((a.i for a in node.attribute if a.name == "to"), elem)
+            if out_elem not in DATA_TYPES:  # no type for a damaged `to`: the cost stage refuses the node, naming it
+                continue
         direct[out] = helper.make_tensor_type_proto(out_elem, list(shape))
     return direct
 
