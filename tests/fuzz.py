@@ -357,9 +357,10 @@ def _input_dims(model: onnx.ModelProto, rng: random.Random) -> str:
 
 
 def _complex(model: onnx.ModelProto, rng: random.Random) -> str:
-    if not model.graph.initializer:
+    inline = [t for t in model.graph.initializer if t.data_location != TensorProto.EXTERNAL]
+    if not inline:  # an external tensor's data lives beside the seed, not in the mutant
         return _dtypes(model, rng)
-    tensor = rng.choice(list(model.graph.initializer))
+    tensor = rng.choice(inline)
     array = numpy_helper.to_array(tensor)
     kind = rng.choice((np.complex64, np.complex128))
     tensor.CopyFrom(numpy_helper.from_array(array.astype(kind), tensor.name))
