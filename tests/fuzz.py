@@ -1,8 +1,10 @@
 """A seeded mutation fuzzer: malformed models a user can hand onnxroof, and a harness that runs them.
 
 ``mutants(seed, count)`` yields :class:`Mutant` values, each one mutation (of one *family*) of a base model:
-the three samples and small ``onnx.helper`` models (Conv, Gemm, LSTM, MatMul, Gather, Scan, If, Loop). The
-families are those a converter or a hand edit produces:
+the three samples, small ``onnx.helper`` models (Conv, Gemm, LSTM, MatMul, Gather, Scan, If, Loop) and the real
+LLM, transformer and control-flow files of :mod:`fuzz_kinds` (GenAI int4 Llama and Qwen2, the Optimum merged
+decoder, the opset-23 decoder layer, the ORT-optimized BERT, Silero VAD). The families are those a converter
+or a hand edit produces:
 
 * ``attributes``  an int/ints/float attribute set to 0, negative, huge or removed;
 * ``dims``        an initializer's or value_info's dims changed (data no longer matches), rank 0, 0-sized;
@@ -15,7 +17,12 @@ families are those a converter or a hand edit produces:
 * ``nesting``     Scan ``num_scan_inputs`` / ``scan_input_axes`` out of range, If/Loop bodies rewired;
 * ``rank0``       LSTM/Gemm/MatMul tensors declared with rank 0, weights with dims ``[]``;
 * ``input_dims``  an input dim of 2**63-1, 0, or -5;
-* ``complex``     complex-valued initializers feeding arithmetic.
+* ``complex``     complex-valued initializers feeding arithmetic;
+* ``attr_removal``, ``contrib_ops``, ``huge_attrs``, ``huge_dims``: issue 25's kinds (:mod:`fuzz_kinds`):
+  an attribute removed, an op swapped into a contrib op, attributes of 2**31..2**63-1, dims of 2**31..2**62.
+
+``CLASSIC`` (the first twelve families) over ``CLASSIC_SEEDS`` gives the same stream as before the real-model
+seeds came: the suite's first fuzz test keeps it, and a second runs every family over the real-model seeds.
 
 ``run_mutant(mutant, folder)`` writes it and runs ``onnxroof report FILE -f json -o OUT`` in-process (typer's
 ``CliRunner``); its :class:`Outcome` holds the exit code, the stderr lines, whether a file was left on failure
@@ -34,10 +41,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from fuzz_kinds import KINDS, attr_removal, contrib_ops, huge_attrs, huge_dims, llm_seeds
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parent.parent
-FAMILIES = (
+CLASSIC = (
     "attributes",
     "dims",
     "dtypes",
@@ -51,6 +59,9 @@ FAMILIES = (
     "input_dims",
     "complex",
 )
+FAMILIES = (*CLASSIC, *KINDS)
+CLASSIC_SEEDS = "classic"
+LLM_SEEDS = "llm"
 _HUGE = (0, -1, -7, 3, 2**31, 2**62, 2**63 - 1)
 _OPS = ("Relu", "Add", "MatMul", "Conv", "Gemm", "Reshape", "Transpose", "Softmax", "LSTM", "Scan", "Gather", "Foo")
 
@@ -166,15 +177,23 @@ def small_models() -> dict[str, onnx.ModelProto]:
     return {"conv": conv, "gemm": gemm, "lstm": lstm, "tied": tied, "scan": scan, "if": if_model, "loop": loop}
 
 
-def base_models() -> dict[str, tuple[onnx.ModelProto, tuple[str, ...]]]:
-    """Name -> (model, --dim items binding its symbolic dims)."""
+def base_models(
+    seeds: tuple[str, ...] = (CLASSIC_SEEDS, LLM_SEEDS),
+) -> dict[str, tuple[onnx.ModelProto, tuple[str, ...], dict[str, bytes]]]:
+    """Name -> (model, --dim items binding its symbolic dims, files beside it). ``seeds``: ``CLASSIC_SEEDS``
+    (the samples and the small models), ``LLM_SEEDS`` (the real files of :func:`fuzz_kinds.llm_seeds`)."""
     from onnxroof.load.dims import symbolic_dims
 
-    found: dict[str, tuple[onnx.ModelProto, tuple[str, ...]]] = {}
-    for path in sorted((ROOT / "samples").glob("*.onnx")):
-        found[path.stem] = (onnx.load(str(path)), ())
-    found.update((name, (model, ())) for name, model in small_models().items())
-    return {name: (model, tuple(f"{s}=2" for s in symbolic_dims(model))) for name, (model, _) in found.items()}
+    found: dict[str, tuple[onnx.ModelProto, dict[str, bytes]]] = {}
+    if CLASSIC_SEEDS in seeds:
+        for path in sorted((ROOT / "samples").glob("*.onnx")):
+            found[path.stem] = (onnx.load(str(path)), {})
+        found.update((name, (model, {})) for name, model in small_models().items())
+    if LLM_SEEDS in seeds:
+        found.update(llm_seeds())
+    return {
+        name: (model, tuple(f"{s}=2" for s in symbolic_dims(model)), files) for name, (model, files) in found.items()
+    }
 
 
 # -------------------------------------------------------------------------------------------- mutations
@@ -338,9 +357,10 @@ def _input_dims(model: onnx.ModelProto, rng: random.Random) -> str:
 
 
 def _complex(model: onnx.ModelProto, rng: random.Random) -> str:
-    if not model.graph.initializer:
+    inline = [t for t in model.graph.initializer if t.data_location != TensorProto.EXTERNAL]
+    if not inline:  # an external tensor's data lives beside the seed, not in the mutant
         return _dtypes(model, rng)
-    tensor = rng.choice(list(model.graph.initializer))
+    tensor = rng.choice(inline)
     array = numpy_helper.to_array(tensor)
     kind = rng.choice((np.complex64, np.complex128))
     tensor.CopyFrom(numpy_helper.from_array(array.astype(kind), tensor.name))
@@ -375,6 +395,9 @@ MUTATIONS: dict[str, Callable[[onnx.ModelProto, random.Random], str]] = {
     "rank0": _rank0,
     "input_dims": _input_dims,
     "complex": _complex,
+    "attr_removal": attr_removal,
+    "contrib_ops": contrib_ops,
+    "huge_attrs": huge_attrs,
 }
 
 
@@ -391,21 +414,32 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return data + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))), "padded"
 
 
-def mutants(seed: int, count: int, families: tuple[str, ...] = FAMILIES) -> Iterator[Mutant]:
-    """``count`` mutants, the same for the same seed; the families taken in turn, the base models at random."""
+def mutants(
+    seed: int,
+    count: int,
+    families: tuple[str, ...] = FAMILIES,
+    seeds: tuple[str, ...] = (CLASSIC_SEEDS, LLM_SEEDS),
+) -> Iterator[Mutant]:
+    """``count`` mutants, the same for the same seed; the families taken in turn, the base models (of ``seeds``,
+    see :func:`base_models`) at random."""
     rng = random.Random(seed)
-    bases = base_models()
+    bases = base_models(seeds)
     names = sorted(bases)
     for index in range(count):
         family = families[index % len(families)]
         base_name = rng.choice(names)
-        base, dims = bases[base_name]
+        base, dims, base_files = bases[base_name]
         model = _copy(base)
-        files: dict[str, bytes] = {}
+        files = dict(base_files)
         if family == "bytes":
             data, what = _mutate_bytes(model.SerializeToString(), rng)
         else:
-            what = _external(model, rng, files) if family == "external" else MUTATIONS[family](model, rng)
+            if family == "external":
+                what = _external(model, rng, files)
+            elif family == "huge_dims":
+                what, dims = huge_dims(model, rng, dims)
+            else:
+                what = MUTATIONS[family](model, rng)
             data = model.SerializeToString()
         yield Mutant(family, f"{index}:{base_name}:{what}", data, dims, files)
 
@@ -433,9 +467,21 @@ def _crash_site(exc_info) -> str:
     return f"{short}:{last.lineno} {exc_info[0].__name__}"
 
 
-def run_mutant(mutant: Mutant, folder: Path) -> Outcome:
-    """Write ``mutant`` in ``folder`` and run ``report FILE -f json -o OUT`` on it in-process."""
+class _Hang(BaseException):
+    """Raised by the alarm in :func:`run_mutant`: a BaseException, so no ``except Exception`` swallows it."""
+
+
+def _on_alarm(signum, frame) -> None:
+    raise _Hang
+
+
+def run_mutant(mutant: Mutant, folder: Path, timeout_s: float | None = None) -> Outcome:
+    """Write ``mutant`` in ``folder`` and run ``report FILE -f json -o OUT`` on it in-process.
+
+    ``timeout_s``: a run still going after that many seconds is stopped (SIGALRM) and reported as a hang:
+    exit code -1, crash site ``hang``."""
     import os
+    import signal
 
     from onnxroof.cli import app
 
@@ -456,7 +502,17 @@ def run_mutant(mutant: Mutant, folder: Path) -> Outcome:
     for item in mutant.dims:
         args += ["--dim", item]
     env = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
-    result = _runner().invoke(app, args, env=env)
+    previous = signal.signal(signal.SIGALRM, _on_alarm) if timeout_s else None
+    try:
+        if timeout_s:
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        result = _runner().invoke(app, args, env=env)
+    except _Hang:
+        return Outcome(mutant, -1, 0, False, f"still running after {timeout_s} s", "hang")
+    finally:
+        if timeout_s:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     stderr = result.stderr if result.stderr_bytes is not None else ""
     lines = [line for line in stderr.splitlines() if line.strip()]
     site = ""

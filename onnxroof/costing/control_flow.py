@@ -129,20 +129,44 @@ def _iterations(op: OpView, root_graph: onnx.GraphProto | None) -> tuple[int, st
     return 1, ""
 
 
+def _if_bodies(
+    op: OpView, scope: ModelIR, cost_fn: CostFn, value: int | None
+) -> tuple[dict[str, BodyCost], dict[str, MalformedNode]]:
+    """An ``If``'s branches costed, and those that cannot run with the bound shapes (a body node refused as
+    malformed). Such a branch is left out when it does not run: the condition selects the other one, or is not
+    known (the run would fail if it were taken: Silero VAD's 8 kHz branch given a 16 kHz window). When the
+    condition selects it, or when no branch can run, the model is malformed and the error is raised."""
+    taken = None if value is None else ("then_branch" if value else "else_branch")
+    bodies: dict[str, BodyCost] = {}
+    impossible: dict[str, MalformedNode] = {}
+    for name, graph in op.subgraphs.items():
+        try:
+            bodies[name] = cost_body(graph, scope, cost_fn)
+        except MalformedNode as error:
+            if name == taken:
+                raise
+            impossible[name] = error
+    if not bodies and impossible:
+        raise next(iter(impossible.values()))
+    return bodies, impossible
+
+
 def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: onnx.GraphProto | None) -> NodeCost:
     """Cost of an If/Loop/Scan node from its bodies (see the module docstring for the policy)."""
-    bodies = {name: cost_body(graph, scope, cost_fn) for name, graph in op.subgraphs.items()}
     if op.op_type == "If":
         cond = op.input(0)
         value = _constant_scalar(cond.name, root_graph) if cond is not None else None
+        bodies, impossible = _if_bodies(op, scope, cost_fn, value)
         if cond is not None and value is not None and ("then_branch" if value else "else_branch") in bodies:
             name = "then_branch" if value else "else_branch"
             chosen, note = bodies[name], f"condition '{cond.name}' = {int(bool(value))}: {name} counted"
         else:
             name, chosen = max(bodies.items(), key=lambda item: (item[1].cost.flops, item[1].cost.bytes))
             note = f"the more expensive branch ({name}) counted"
+        note += "".join(f"; {branch} cannot run with these shapes" for branch in impossible)
         iterations = 1
     else:
+        bodies, impossible = {n: cost_body(g, scope, cost_fn) for n, g in op.subgraphs.items()}, {}
         name, chosen = next(iter(bodies.items()))
         iterations, note = _iterations(op, root_graph)
     unsupported = tuple(u for body in bodies.values() for u in body.unsupported)
@@ -159,6 +183,9 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
         f"inside node {op.id} ({op.op_type}) {body_name}: {line}"
         for body_name, body in bodies.items()
         for line in body.uncosted
+    ) + tuple(
+        f"inside node {op.id} (If) {branch}: not counted, it cannot run with these shapes ({error})"
+        for branch, error in impossible.items()
     )
     return NodeCost(
         NodeState.COSTED,

@@ -353,7 +353,7 @@ def _infer_bodies(
     bodies = list(subgraphs_of(node).values())
     filled = sum(_infer_body(body, types, known, opsets, ir_version) for body in bodies)
     if node.op_type == "If":
-        filled += _if_outputs_from_a_branch(node, bodies, types)
+        filled += _if_outputs_from_a_branch(node, bodies, types, known)
     return filled
 
 
@@ -391,8 +391,25 @@ def _record_body_types(body: onnx.GraphProto, found: Mapping[str, onnx.TypeProto
             body.value_info.append(helper.make_value_info(name, type_proto))
 
 
-def _if_outputs_from_a_branch(node: onnx.NodeProto, bodies: Sequence[onnx.GraphProto], types: dict) -> int:
-    """An ``If`` whose outputs are still unshaped takes them from a branch whose outputs are static."""
+def _if_outputs_from_a_branch(
+    node: onnx.NodeProto, bodies: Sequence[onnx.GraphProto], types: dict, known: Mapping[str, np.ndarray]
+) -> int:
+    """An ``If``'s outputs from the branch that runs: the one its condition selects when the condition's value is
+    known (``then_branch`` when true), its static output types replacing what was there; else, for outputs still
+    unshaped, the first branch whose outputs are static.
+
+    Branches may disagree (Silero VAD: ``then_branch`` squeezes a dim of 1 that ``else_branch`` keeps, so their
+    ranks differ); taking the other branch's shape makes every node downstream wrong."""
+    branches = subgraphs_of(node)
+    taken = _taken_branch(node, known)
+    if taken is not None:
+        body = branches.get(taken)
+        branch = [v.type for v in body.output] if body is not None else []
+        if len(branch) != len(node.output) or not all(is_static(t) for t in branch):
+            return 0
+        chosen = [(n, t) for n, t in zip(node.output, branch, strict=True) if n]
+        types.update(chosen)
+        return len(chosen)
     for body in bodies:
         branch = [v.type for v in body.output]
         if len(branch) == len(node.output) and all(is_static(t) for t in branch):
@@ -400,6 +417,14 @@ def _if_outputs_from_a_branch(node: onnx.NodeProto, bodies: Sequence[onnx.GraphP
             types.update(missing)
             return len(missing)
     return 0
+
+
+def _taken_branch(node: onnx.NodeProto, known: Mapping[str, np.ndarray]) -> str | None:
+    """``then_branch`` or ``else_branch`` when the ``If``'s condition is a known one-element value, else None."""
+    value = known.get(node.input[0]) if node.input else None
+    if value is None or value.size != 1 or value.dtype.kind not in "biuf":
+        return None
+    return "then_branch" if bool(value.reshape(-1)[0]) else "else_branch"
 
 
 def _small_int_or_static(type_proto: onnx.TypeProto | None) -> bool:
