@@ -15,11 +15,6 @@ from fuzz import CLASSIC, CLASSIC_SEEDS, FAMILIES, LLM_SEEDS, Mutant, mutants, r
 SEED, COUNT = 16, 156  # 13 per classic family
 REAL_SEED, REAL_COUNT = 25, 32  # 2 per family, every seed model
 REAL_MUTANTS = list(mutants(REAL_SEED, REAL_COUNT, FAMILIES, (CLASSIC_SEEDS, LLM_SEEDS)))
-# Mutants that reach crash sites other issue-25 work is fixing: strict, so each flips to a pass with its fix.
-EXPECTED_TO_FAIL: dict[int, str] = {
-    28: "issue 25: rules/attention_fused.py:128 KeyError (com.microsoft Attention without num_heads)",
-    29: "issue 25: rules/attention.py:148 KeyError (GroupQueryAttention without num_heads, on a 1-input node)",
-}
 
 
 def _problem(mutant: Mutant, folder) -> str:
@@ -55,12 +50,7 @@ def test_no_mutant_crashes_hangs_or_leaves_a_partial_file(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "index",
-    [
-        pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=EXPECTED_TO_FAIL[i]))
-        if i in EXPECTED_TO_FAIL
-        else i
-        for i in range(REAL_COUNT)
-    ],
+    range(REAL_COUNT),
     ids=[m.name.split(":")[1] + f"-{m.family}-{i}" for i, m in enumerate(REAL_MUTANTS)],
 )
 def test_no_mutant_of_the_real_seeds_or_new_kinds_crashes(index: int, tmp_path) -> None:
