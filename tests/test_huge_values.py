@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import onnx
@@ -15,6 +17,8 @@ import pytest
 from onnx import numpy_helper
 
 import onnxroof
+from onnxroof.load.dims import bind_dims
+from onnxroof.load.shapes import DATA_PROP_ELEMENTS, large_integer_input
 from onnxroof.load.tied import _is_candidate, tied_copies
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,3 +77,37 @@ def test_genai_rotary_caches_with_dims_of_2_to_the_62_analyze(tmp_path: Path) ->
     shutil.copy(source / "model.onnx.data", tmp_path)
     analysis = onnxroof.analyze(tmp_path / "model.onnx", dims=GENAI_DIMS)
     assert analysis.totals.unfused.flops > 0
+
+
+# ------------------------------------------------------------------------- a dim bound to a huge value
+_BOUNDED_RUN = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1536 * 2**20, 1536 * 2**20))
+import onnxroof
+dims = dict(batch_size=2**40, sequence_length=16, past_sequence_length=0, total_sequence_length=16, kv_cache_dim=64)
+analysis = onnxroof.analyze(sys.argv[1], dims=dims)
+print(analysis.totals.unfused.flops)
+print(next(w for w in analysis.warnings if "without data propagation" in w))
+"""
+
+
+def test_a_dim_bound_to_2_to_the_40_needs_no_memory_that_grows_with_it() -> None:
+    # ONNX's data propagation keeps an int64 input's values as shape dims: attention_mask [2^40, 16] grew
+    # inference to gigabytes. Without it the run fits well under 1.5 GB of address space.
+    model = ROOT / "samples" / "llm" / "genai_llama_int4" / "model.onnx"
+    done = subprocess.run(
+        [sys.executable, "-c", _BOUNDED_RUN, str(model)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    flops, warning = done.stdout.splitlines()
+    assert float(flops) > 2**40 * 4e7  # ≈ 4.7e7 FLOPs per sequence of 16 tokens
+    assert "input 'input_ids' holds 17,592,186,044,416 integer elements" in warning
+
+
+def test_small_integer_inputs_keep_data_propagation() -> None:
+    model = onnx.load(ROOT / "samples" / "llm" / "genai_llama_int4" / "model.onnx", load_external_data=False)
+    bind_dims(model, {**GENAI_DIMS, "batch_size": DATA_PROP_ELEMENTS // 16})
+    assert large_integer_input(model) is None
+    model = onnx.load(ROOT / "samples" / "llm" / "genai_llama_int4" / "model.onnx", load_external_data=False)
+    bind_dims(model, {**GENAI_DIMS, "batch_size": DATA_PROP_ELEMENTS // 16 + 1})
+    assert large_integer_input(model) == ("input_ids", DATA_PROP_ELEMENTS + 16)
