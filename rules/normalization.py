@@ -237,10 +237,26 @@ _LRN_PER_WINDOW_ELEMENT = 2  # x², + into the window sum
 _LRN_PER_ELEMENT = 4  # (α/size)·sum, + bias, ^β, x / ...
 
 
+def _sum_between(first: int, stop: int) -> int:
+    """Σ c for c = first … stop − 1 (0 when the range is empty): (stop − first)·(first + stop − 1) / 2."""
+    return (stop - first) * (first + stop - 1) // 2 if stop > first else 0
+
+
 def lrn_window_total(channels: int, size: int) -> int:
-    """Σ over channels c of the clipped window size |[c − ⌊(size−1)/2⌋, c + ⌈(size−1)/2⌉] ∩ [0, C−1]|."""
-    lo, hi = (size - 1) // 2, math.ceil((size - 1) / 2)
-    return sum(min(channels - 1, c + hi) - max(0, c - lo) + 1 for c in range(channels))
+    """Σ over channels c of the clipped window size |[c − lo, c + hi] ∩ [0, C−1]|, lo = ⌊(size−1)/2⌋,
+    hi = ⌈(size−1)/2⌉ = ⌊size/2⌋, in closed form (constant time for any C and size).
+
+    Formula: W = Σ_c (min(C−1, c + hi) − max(0, c − lo) + 1)
+      = [Σ_{c<k} (c + hi) + (C − k)·(C − 1)] − Σ_{c=s}^{C−1} (c − lo) + C,
+      k = clamp(C − hi, 0, C) channels whose window's top is not clipped, s = clamp(lo + 1, 0, C) the first
+      channel whose window's bottom is not clipped; each sum is an arithmetic series.
+    """
+    lo, hi = (size - 1) // 2, size // 2
+    k = min(max(channels - hi, 0), channels)
+    s = min(max(lo + 1, 0), channels)
+    tops = _sum_between(0, k) + k * hi + (channels - k) * (channels - 1)
+    bottoms = _sum_between(s, channels) - (channels - s) * lo
+    return tops - bottoms + channels
 
 
 @rule("LRN", op_class=OpClass.LRN)

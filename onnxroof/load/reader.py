@@ -38,9 +38,11 @@ from onnxroof.load.checks import (
 from onnxroof.load.dims import bind_dims, parse_dim_bindings, shape_bindings, symbolic_dims
 from onnxroof.load.lean import copy_without_payloads, parse_without_payloads
 from onnxroof.load.shapes import (
+    DATA_PROP_ELEMENTS,
     fold_small_constants,
     infer,
     is_static,
+    large_integer_input,
     missing_outputs,
     propagate_fallback,
     small_constant_values,
@@ -146,7 +148,8 @@ def _infer(
     would refuse them; their outputs are shaped by the contrib shape functions afterwards). ``unknown``: the
     model's :func:`unregistered_nodes`, when already found."""
     unknown = unregistered_nodes(model) if unknown is None else unknown
-    return _infer_serialized(_masked_bytes(model, unknown), masked=bool(unknown))
+    data_prop = large_integer_input(model) is None
+    return _infer_serialized(_masked_bytes(model, unknown), masked=bool(unknown), data_prop=data_prop)
 
 
 def _masked_bytes(model: onnx.ModelProto, unknown: Sequence[onnx.NodeProto]) -> bytes:
@@ -156,11 +159,11 @@ def _masked_bytes(model: onnx.ModelProto, unknown: Sequence[onnx.NodeProto]) -> 
     return data
 
 
-def _infer_serialized(data: bytes, masked: bool) -> tuple[onnx.ModelProto, list[str]]:
+def _infer_serialized(data: bytes, masked: bool, data_prop: bool = True) -> tuple[onnx.ModelProto, list[str]]:
     """Infer shapes from a serialized model (:func:`_masked_bytes`): the caller may drop its ModelProto first,
     so that it and shape inference's copies are not alive at once. The result is unmasked (when the model
     was masked, or already imported :data:`MASK_DOMAIN` as :func:`unmask` always handled)."""
-    inferred, warnings = infer(data)
+    inferred, warnings = infer(data, data_prop)
     if masked or any(o.domain == MASK_DOMAIN for o in inferred.opset_import):
         inferred = unmask(inferred)
     return inferred, warnings
@@ -261,10 +264,17 @@ def _bind(
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
     count = len(model.graph.node)
+    large = large_integer_input(model)
+    if large is not None:
+        warnings.append(
+            f"input '{large[0]}' holds {large[1]:,} integer elements (over {DATA_PROP_ELEMENTS:,}): shape inference "
+            "runs without data propagation, whose memory grows with them; shapes computed from values come from "
+            "the fallbacks"
+        )
     data = _masked_bytes(model, unknown)
     masked_nodes = bool(unknown)
     del model, unknown  # shape inference makes its own copies: the ModelProto is not needed beside them
-    inferred, infer_warnings = _infer_serialized(data, masked_nodes)
+    inferred, infer_warnings = _infer_serialized(data, masked_nodes, data_prop=large is None)
     del data
     warnings += infer_warnings
     types = value_types(inferred)

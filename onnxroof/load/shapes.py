@@ -25,19 +25,44 @@ from onnxroof.core.ir import NONDETERMINISTIC_OPS
 from onnxroof.core.protos import graph_value_types, has_bodies, normalize_domain, subgraphs_of, topological_order
 from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT, is_static, node_outputs
 
+DATA_PROP_ELEMENTS = 2**18
+"""Most elements of an integer graph input for which ONNX's inference propagates data. ONNX keeps the values it
+propagates as shape dims (about 200 B each, per tensor they flow through): an int64 ``attention_mask`` bound to
+[2^40, 16] grew inference to gigabytes. 2^18 covers one sequence of 256 K tokens or 8 of 32 K."""
 
-def infer(model: onnx.ModelProto | bytes) -> tuple[onnx.ModelProto, list[str]]:
-    """ONNX shape inference, strict with data propagation; on failure, warn and retry leniently.
+_INTEGER_TYPES = frozenset(
+    {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64}
+    | {TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+)
+
+
+def large_integer_input(model: onnx.ModelProto) -> tuple[str, int] | None:
+    """The first graph input of an integer type whose bound shape holds more than :data:`DATA_PROP_ELEMENTS`
+    elements, with its element count (Π of its dims); None when there is none."""
+    for value in model.graph.input:
+        tensor = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or tensor.elem_type not in _INTEGER_TYPES:
+            continue
+        dims = [d.dim_value for d in tensor.shape.dim]
+        if dims and all(d.HasField("dim_value") for d in tensor.shape.dim) and math.prod(dims) > DATA_PROP_ELEMENTS:
+            return value.name, math.prod(dims)
+    return None
+
+
+def infer(model: onnx.ModelProto | bytes, data_prop: bool = True) -> tuple[onnx.ModelProto, list[str]]:
+    """ONNX shape inference, strict with data propagation (unless ``data_prop`` is False: see
+    :func:`large_integer_input`); on failure, warn and retry leniently.
 
     ``model`` may be serialized already (one serialization serves both tries; the caller's ModelProto can be
     gone). When both tries fail, the model comes back as it was given (parsed, if it was bytes)."""
     warnings: list[str] = []
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True), warnings
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=data_prop)
+        return inferred, warnings
     except Exception as exc:  # InferenceError, or a checker error raised from inside inference
         warnings.append(f"strict shape inference failed ({_short(str(exc))}); continuing without strict mode")
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True), warnings
+        return onnx.shape_inference.infer_shapes(model, data_prop=data_prop), warnings
     except Exception as exc:
         warnings.append(f"shape inference failed ({_short(str(exc))}); shapes come from fallbacks only")
         return (model if isinstance(model, onnx.ModelProto) else onnx.load_model_from_string(model)), warnings

@@ -26,6 +26,7 @@ from onnx import TensorProto, helper
 MIN_ELEMENTS = 4096
 SAMPLES = 64
 ZERO_PROBE = 8
+MAX_ELEMENTS = int(np.iinfo(np.int64).max)  # the sample positions are int64 offsets
 _FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
 
 
@@ -60,7 +61,14 @@ def tied_copies(model: onnx.ModelProto, base: Path | None) -> dict[str, str]:
 
 
 def _is_candidate(tensor: TensorProto) -> bool:
-    return tensor.data_type in _FLOATS and len(tensor.dims) == 2 and math.prod(tensor.dims) >= MIN_ELEMENTS
+    """A 2-D float initializer of :data:`MIN_ELEMENTS` to :data:`MAX_ELEMENTS` elements: more than int64 can
+    count cannot be stored (a mutated dim, 2^62 × 32), and its sample positions could not be drawn."""
+    return (
+        tensor.data_type in _FLOATS
+        and len(tensor.dims) == 2
+        and MIN_ELEMENTS <= math.prod(tensor.dims) <= MAX_ELEMENTS
+        and min(tensor.dims) > 0
+    )
 
 
 def _signature(tensor: TensorProto, rows: int, positions: list[tuple[int, int]], reader: _Reader) -> bytes | None:

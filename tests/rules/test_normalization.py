@@ -175,6 +175,27 @@ def test_property_lrn_window_bounds(channels, size):
         assert total == size * channels - lo * (lo + 1) // 2 - hi * (hi + 1) // 2
 
 
+def _lrn_window_loop(channels: int, size: int) -> int:
+    """The window total summed channel by channel (the rule's former loop): the closed form's reference."""
+    lo, hi = (size - 1) // 2, size // 2
+    return sum(min(channels - 1, c + hi) - max(0, c - lo) + 1 for c in range(channels))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 80), st.integers(-20, 100))
+def test_property_lrn_window_closed_form_equals_the_loop(channels, size):
+    assert lrn_window_total(channels, size) == _lrn_window_loop(channels, size)
+
+
+@pytest.mark.parametrize(("channels", "size"), [(2**40, 5), (64, 2**62), (2**62, 2**62 + 1)])
+def test_lrn_huge_channels_or_size_in_constant_time(channels, size):
+    # The former loop ran once per channel: 2^40 channels never ended. A window never exceeds the channels.
+    total = lrn_window_total(channels, size)
+    assert channels <= total <= min(size, channels) * channels
+    if size >= 2 * channels:  # every window covers all channels
+        assert total == channels * channels
+
+
 # ---------------------------------------------------------------------------------- Softmax family
 @pytest.mark.parametrize(("opset", "axis"), [(11, 1), (13, -1), (13, 0)])
 def test_softmax(opset, axis):
