@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnxroof.core.errors import DimsError
+from onnxroof.core.errors import DimsError, ModelError
 
 _INT64_MAX = 2**63 - 1
 
@@ -144,7 +144,10 @@ def _dim_key(value: onnx.ValueInfoProto, axis: int, dim: onnx.TensorShapeProto.D
     """The symbol of an input axis, or None when its size is a known (non-negative) number."""
     if dim.HasField("dim_value") and dim.dim_value >= 0:
         return None
-    name = dim.dim_param.strip() if dim.HasField("dim_param") else ""
+    param = dim.dim_param if dim.HasField("dim_param") else ""
+    if not isinstance(param, str):  # protobuf hands over a string that is not valid UTF-8 as bytes
+        raise ModelError(f"input '{value.name}' axis {axis}: the dim's name is not valid UTF-8 ({param!r})")
+    name = param.strip()
     return f"{value.name}:{axis}" if name in ANONYMOUS_NAMES else name
 
 

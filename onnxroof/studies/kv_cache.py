@@ -116,7 +116,7 @@ def _pairs(model: onnx.ModelProto) -> dict[str, str | None]:
 
 
 def _symbol(shapes: list[list[int | str]], axis: int, role: str, found: str) -> str | None:
-    symbols = {symbol for s in shapes if isinstance(symbol := s[axis], str) and symbol}
+    symbols = {symbol for s in shapes if len(s) > axis and isinstance(symbol := s[axis], str) and symbol}
     if len(symbols) > 1:
         raise KVCacheError(
             f"the KV cache tensors ({found}) disagree on axis {axis} ({', '.join(sorted(symbols))}); "

@@ -8,7 +8,7 @@ the phases with :func:`onnxroof.analyze`:
   first and last steps and one middle step are analyzed; when the middle is within 1% of the line through the
   ends, ``Σ decode = M · (first + last) / 2``; otherwise 9 points are analyzed and summed piecewise-linearly
   (``interpolation`` says which). ``--generate 4096`` costs 3 analyses, not 4,096;
-* ``tpot_s = Σ decode / M``; ``tokens_per_s = M / (ttft_s + Σ decode)``;
+* ``tpot_s = Σ decode / M``; ``tokens_per_s = M / (ttft_s + Σ decode)`` (0 when nothing is predicted to run);
 * ``kv_cache_bytes = bytes_per_token · (N + M) · batch`` = ``2 · layers · kv_heads · head_dim · itemsize · (N + M)
   · batch`` (itemsize: the cache's dtype, or the ``precision`` override's for a float cache);
 * the memory check: ``weight_bytes + kv_cache_bytes`` against the platform's capacity ``C`` (unknown when the
@@ -175,7 +175,7 @@ def llm(
         cache=cache,
         ttft_s=prefill.totals.latency_s,
         tpot_s=total / generate,
-        tokens_per_s=generate / (prefill.totals.latency_s + total),
+        tokens_per_s=generate / elapsed if (elapsed := prefill.totals.latency_s + total) > 0 else 0.0,
         decode_first_s=points[0][1],
         decode_last_s=points[-1][1],
         decode_total_s=total,
