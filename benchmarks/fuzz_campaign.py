@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
 
     print(f"{args.count} mutants (seed {args.seed}) in {elapsed:.1f} s ({1000 * elapsed / args.count:.0f} ms each)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"peak RSS of the campaign process: {peak:.0f} MiB (every mutant runs in it: a bound on each run's)")
     print(f"{'family':<12} {'mutants':>7} {'exit 0':>7} {'exit 1':>7} {'exit 2':>7} {'exit 3':>7} {'other':>6}")
     for family, counts in codes.items():
         other = sum(c for code, c in counts.items() if code not in (0, 1, 2, 3))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
+from onnxroof.core.errors import MalformedNode
 from onnxroof.core.ir import OpView, TensorInfo
 from onnxroof.core.registry import Family
 from onnxroof.core.states import OpClass, RuleStatus
@@ -113,6 +114,8 @@ def gather_block_quantized(op: OpView) -> Cost:
     Reference: ONNX Runtime ContribOperators.md, com.microsoft.GatherBlockQuantized.
     """
     data = required_input(op, 0)
+    if not shape_of(data):
+        raise MalformedNode(f"node {op.id} ({op.op_type}): data '{data.name}' is a scalar; it gathers along an axis")
     extent = shape_of(data)[int(op.attrs.get("gather_axis", 0)) % len(shape_of(data))]
     fraction = required_input(op, 1).numel / extent if extent else 0.0
     read = fraction * nbytes((data, op.input(2), op.input(3))) + required_input(op, 1).nbytes

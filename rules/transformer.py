@@ -12,6 +12,7 @@ they count as no parameters.
 from __future__ import annotations
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
+from onnxroof.core.errors import MalformedNode
 from onnxroof.core.ir import OpView, TensorInfo
 from onnxroof.core.registry import Family
 from onnxroof.core.states import OpClass, RuleKind
@@ -84,6 +85,11 @@ def gemm_fast_gelu(op: OpView) -> Cost:
 def _rotary(op: OpView, cos: TensorInfo, sin: TensorInfo | None, positions: TensorInfo | None) -> Cost:
     x = required_input(op, 0)
     shape = shape_of(x)
+    if len(shape) not in (3, 4) or not shape_of(cos):
+        raise MalformedNode(
+            f"node {op.id} ({op.op_type}): input '{x.name}' has rank {len(shape)} {list(shape)} and the cos cache "
+            f"rank {len(shape_of(cos))}; rotary embedding needs a rank-3 or rank-4 input and a cache with a last dim"
+        )
     rot = int(op.attrs.get("rotary_embedding_dim", 0) or 0) or 2 * shape_of(cos)[-1]
     heads = int(op.attrs.get("num_heads", 0) or 0)
     head = shape[-1] if len(shape) == 4 else (shape[-1] // heads if heads else rot)

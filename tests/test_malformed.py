@@ -207,3 +207,18 @@ def test_onnx_attention_with_4d_inputs_needs_no_head_counts() -> None:
 def test_dtype_zero_is_not_refused() -> None:
     """UNDEFINED (0) is in the enum: QuantizeLinear's ``output_dtype`` defaults to it ("infer from the zero point")."""
     _cost("QuantizeLinear", [((4,), "float32"), ((), "float32", "weight")], [((4,), "uint8")], opset=21)
+
+
+def test_gather_block_quantized_on_scalar_data() -> None:
+    # found by the 5,000-mutant campaign (seed 2, #1293): a Loop swapped to GatherBlockQuantized, a modulo by zero
+    data, index = ((), "uint8", "weight"), ((1,), "int64")
+    with pytest.raises(MalformedNode, match=r"data 'in0' is a scalar"):
+        _cost("GatherBlockQuantized", [data, index, ((), "float32")], [((1,), "float32")], domain="com.microsoft")
+
+
+@pytest.mark.parametrize("shape", [(), (8,), (2, 8)])
+def test_rotary_embedding_on_an_input_of_another_rank(shape: tuple[int, ...]) -> None:
+    # found by the 5,000-mutant campaign (seed 2, #2029): a Loop swapped to RotaryEmbedding, an index error
+    x, positions, cache = (shape, "float32"), ((1,), "int64"), ((16, 4), "float32", "weight")
+    with pytest.raises(MalformedNode, match=rf"has rank {len(shape)}.*rank-3 or rank-4 input"):
+        _cost("RotaryEmbedding", [x, positions, cache, cache], [(shape, "float32")], domain="com.microsoft")
