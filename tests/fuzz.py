@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from fuzz_kinds import KINDS, attr_removal, contrib_ops, huge_attrs, huge_dims, llm_seeds
+from fuzz_kinds import KINDS, all_nodes, attr_removal, contrib_ops, huge_attrs, huge_dims, llm_seeds
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,18 +205,8 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    nodes = []
-    for node in graph.node:
-        nodes.append(node)
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                nodes.extend(_all_nodes(attr.g))
-    return nodes
-
-
 def _attributes(model: onnx.ModelProto, rng: random.Random) -> str:
-    nodes = [n for n in _all_nodes(model.graph) if n.attribute]
+    nodes = [n for n in all_nodes(model.graph) if n.attribute]
     if not nodes:
         node = rng.choice(list(model.graph.node))
         node.attribute.append(helper.make_attribute("axis", rng.choice(_HUGE)))
@@ -274,7 +264,7 @@ def _dtypes(model: onnx.ModelProto, rng: random.Random) -> str:
 
 
 def _edges(model: onnx.ModelProto, rng: random.Random) -> str:
-    node = rng.choice(_all_nodes(model.graph))
+    node = rng.choice(all_nodes(model.graph))
     names = [n for other in model.graph.node for n in other.output] + [i.name for i in model.graph.initializer]
     choice = rng.randrange(3)
     if choice == 0 and node.input:
@@ -289,7 +279,7 @@ def _edges(model: onnx.ModelProto, rng: random.Random) -> str:
 
 
 def _op_types(model: onnx.ModelProto, rng: random.Random) -> str:
-    node = rng.choice(_all_nodes(model.graph))
+    node = rng.choice(all_nodes(model.graph))
     old, node.op_type = node.op_type, rng.choice(_OPS)
     if rng.random() < 0.3:
         node.domain = rng.choice(("com.example", "com.microsoft", "ai.onnx.ml"))
@@ -309,7 +299,7 @@ def _opsets(model: onnx.ModelProto, rng: random.Random) -> str:
 
 
 def _nesting(model: onnx.ModelProto, rng: random.Random) -> str:
-    control = [n for n in _all_nodes(model.graph) if n.op_type in ("Scan", "If", "Loop")]
+    control = [n for n in all_nodes(model.graph) if n.op_type in ("Scan", "If", "Loop")]
     if not control:
         return _attributes(model, rng)
     node = rng.choice(control)

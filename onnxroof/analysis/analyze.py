@@ -175,7 +175,10 @@ def place(fused: FusedModel, platform: Platform, time_model: TimeModel = ROOFLIN
     if plan.precision is not None:
         target.peak(plan.precision)
     if costed.sparse is not None and costed.sparse != (target.sparsity, frozenset(target.sparse_peak_flops)):
-        raise ValueError(f"{fused.profile}: costed with another platform's sparsity than '{target.name}''s")
+        raise ValueError(
+            f"place(): the model was costed under skip_compute with another platform's sparsity than "
+            f"'{target.name}''s; cost it with this platform (cost(bound, platform))"
+        )
     resolved, fallbacks = fallback_warnings(costed.wanted, target)
     nodes = _place_nodes(fused, target, resolved, time_model)
     kernels = _place_kernels(fused, target, nodes, time_model)
