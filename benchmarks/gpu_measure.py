@@ -140,6 +140,13 @@ def gemm_shapes() -> Iterator[tuple[str, int, int, int, int]]:
     for m in (1, 16, 128, 1000, 1001, 3000, 4097):
         for n, k in ((1000, 2048), (1001, 1024), (3000, 768), (4097, 4097), (768, 3072), (1024, 4096)):
             yield "fp16", 1, m, n, k
+    for m in (1, 2, 4, 8, 16):  # GEMV over a grid of weight shapes (decode at small batch)
+        for n in (1024, 2048, 4096, 8192, 16384):
+            for k in (1024, 2048, 4096, 8192, 16384):
+                yield "fp16", 1, m, n, k
+    for m in (96, 192, 384, 768, 1536, 3072, 6144):  # M between the grid's points: wave quantization
+        for n, k in ((768, 768), (3072, 768), (768, 3072), (4096, 4096), (1024, 1024)):
+            yield "bf16", 1, m, n, k
     for batch, m, n, k in ((8, 128, 128, 64), (32, 128, 128, 64), (96, 512, 512, 64), (96, 512, 64, 512),
                            (384, 197, 197, 64), (384, 197, 64, 197), (12, 1024, 1024, 64)):  # fmt: skip
         yield "fp16", batch, m, n, k
@@ -456,6 +463,8 @@ def run_models(bench: Bench, clock: Clock, rows: list, archive: tarfile.TarFile)
 
 
 # ---------------------------------------------------------------- part 3: a static-cache decoder
+LLAMA2_7B = {"hidden": 4096, "layers": 32, "heads": 32, "kv_heads": 32, "head_dim": 128, "inter": 11008,
+             "vocab": 32000}  # fmt: skip
 LLAMA_1B = {"hidden": 2048, "layers": 16, "heads": 32, "kv_heads": 8, "head_dim": 64, "inter": 8192,
             "vocab": 128256}  # fmt: skip
 
@@ -518,10 +527,15 @@ class Decoder(torch.nn.Module):
 
 
 def run_decoder(bench: Bench, clock: Clock, rows: list) -> None:
+    for name, cfg, past in (("llama-3.2-1b-shape", LLAMA_1B, 512), ("llama-3.2-1b-shape", LLAMA_1B, 2048),
+                            ("llama-2-7b-shape", LLAMA2_7B, 512)):  # fmt: skip
+        run_one_decoder(bench, clock, rows, name, dict(cfg), past)
+
+
+def run_one_decoder(bench: Bench, clock: Clock, rows: list, label: str, cfg: dict, past: int) -> None:
     dev = bench.device
-    cfg = dict(LLAMA_1B)
     dtype = torch.bfloat16 if not bench.dry else torch.float32
-    past, prompt = 512, 512
+    prompt = 512
     if bench.dry:
         cfg.update(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, inter=128, vocab=100)
     for batch in (1, 8, 32):
@@ -533,11 +547,11 @@ def run_decoder(bench: Bench, clock: Clock, rows: list) -> None:
             position = torch.tensor([[past]], device=dev)
             step = lambda: model(token, position, past + 1)  # noqa: E731
             eager = _median_eager(step, bench.dry)
-            rows.append({"model": "llama-3.2-1b-shape", "phase": "decode", "batch": batch, "past": past,
+            rows.append({"model": label, "phase": "decode", "batch": batch, "past": past,
                          "prompt": 0, "dtype": "bf16", "mode": "eager", "time_s": eager})  # fmt: skip
             if not bench.dry:
                 replay = _median_graph(step)
-                rows.append({"model": "llama-3.2-1b-shape", "phase": "decode", "batch": batch, "past": past,
+                rows.append({"model": label, "phase": "decode", "batch": batch, "past": past,
                              "prompt": 0, "dtype": "bf16", "mode": "cuda-graph", "time_s": replay})  # fmt: skip
             if batch == 1:
                 tokens = torch.randint(0, cfg["vocab"], (1, prompt), device=dev)
@@ -546,9 +560,9 @@ def run_decoder(bench: Bench, clock: Clock, rows: list) -> None:
                 for mode, timer in (("eager", lambda: _median_eager(fill, bench.dry)),
                                     ("cuda-graph", None if bench.dry else (lambda: _median_graph(fill)))):  # fmt: skip
                     if timer is not None:
-                        rows.append({"model": "llama-3.2-1b-shape", "phase": "prefill", "batch": 1, "past": 0,
+                        rows.append({"model": label, "phase": "prefill", "batch": 1, "past": 0,
                                      "prompt": prompt, "dtype": "bf16", "mode": mode, "time_s": timer()})  # fmt: skip
-        print(f"decoder batch {batch}: eager step {eager * 1e3:.3f} ms ({clock.left():.0f} s left)", flush=True)
+        print(f"decoder {label} past {past} batch {batch}: eager step {eager * 1e3:.3f} ms ({clock.left():.0f} s left)", flush=True)
         del model
         if not bench.dry:
             torch.cuda.empty_cache()
@@ -617,7 +631,7 @@ def main() -> int:
             ("int8", lambda c: int8_gemms(bench, c, kernels)),
             ("gemm-rest", lambda c: run_gemms(bench, c, kernels, ("fp16", "fp32", "tf32"))),
         ]
-        shares = {"decoder": 0.12, "models": 0.30, "gemm-bf16": 0.12, "conv": 0.25, "sdpa": 0.2, "pointwise": 0.2,
+        shares = {"decoder": 0.25, "models": 0.30, "gemm-bf16": 0.12, "conv": 0.25, "sdpa": 0.2, "pointwise": 0.2,
                   "reductions": 0.2, "int8": 0.2, "gemm-rest": 1.0}  # fmt: skip
         for name, section in plan:
             sub = Clock(max(0.0, min(clock.left(), shares[name] * clock.left())))
