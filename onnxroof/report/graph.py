@@ -128,7 +128,8 @@ def netron_attachment(analysis: Analysis) -> dict[str, Any]:
         for name, value in (
             ("predicted latency (µs)", round(t.latency_s * 1e6, 3)),
             ("FLOPs", t.flops),
-            ("bytes moved", t.bytes),
+            ("bytes moved (fused)", t.fused.bytes),
+            ("bytes (unfused)", t.unfused.bytes),
             ("memory-bound share (%)", round(100 * t.memory_bound_share, 2)),
             ("peak activations (bytes)", t.peak_activation_bytes),
         )
@@ -232,7 +233,8 @@ def annotated_model(analysis: Analysis, source: str | Path | None = None) -> onn
             PREFIX + "dims": ",".join(f"{k}={v}" for k, v in analysis.model.dims.items()),
             PREFIX + "latency_s": _text(t.latency_s),
             PREFIX + "flops": _text(t.flops),
-            PREFIX + "bytes": _text(t.bytes),
+            PREFIX + "bytes": _text(t.bytes),  # unfused, as the JSON's totals.bytes
+            PREFIX + "fused.bytes": _text(t.fused.bytes),
             PREFIX + "memory_bound_share": _text(t.memory_bound_share),
             PREFIX + "summary": f"{seconds(t.latency_s)} predicted on {p.title}; "
             f"{percent(t.memory_bound_share)} of it memory-bound",
