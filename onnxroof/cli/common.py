@@ -10,10 +10,10 @@ import contextlib
 import io
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -49,11 +49,24 @@ class OnnxroofGroup(TyperGroup):
     naming the command and exit 2 (not a framed box), and a closed pipe (``onnxroof report ... | head -1``)
     ends the run quietly with exit 0."""
 
-    def main(self, *args: object, standalone_mode: bool = True, **kwargs: object) -> object:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        def run() -> Any:
+            return super(OnnxroofGroup, self).main(
+                args, prog_name, complete_var, False, windows_expand_args=windows_expand_args, **extra
+            )
+
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[arg-type]
+            return run()
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[arg-type]
+            code = run()
             sys.stdout.flush()
         except click_errors.NoArgsIsHelpError as exc:  # bare `onnxroof`: typer has printed the help
             sys.exit(exc.exit_code)
