@@ -187,3 +187,15 @@ def test_a_defaulted_platform_is_named_on_stderr() -> None:
 
 def test_no_note_on_an_error() -> None:
     _one_error_line(invoke("report", CNN))  # unbound dim: the error alone
+
+
+def test_the_note_on_repeatable_platform_options_and_not_on_a_diff_of_documents(tmp_path: Path) -> None:
+    plotted = invoke("plot", CNN, "-d", "batch=1", "-o", tmp_path / "r.png")
+    assert plotted.exit_code == 0, plotted.output
+    assert plotted.stderr.startswith("note: platform xavier (the default")
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    for path, batch in ((old, 1), (new, 2)):
+        assert invoke("report", CNN, "-d", f"batch={batch}", "-p", "xeon-8380", "-o", path).exit_code == 0
+    compared = invoke("diff", old, new)  # both sides carry their platform: --platform's default is not used
+    assert compared.exit_code == 0, compared.output
+    assert "note:" not in compared.stderr and "on xeon-8380" in compared.stdout

@@ -205,6 +205,23 @@ def note_default_platform() -> None:
         )
 
 
+def default_platforms(given: list[str] | None) -> list[str]:
+    """A repeatable ``--platform``'s value, or the default platform (noted on success) when none was given."""
+    if given:
+        return list(given)
+    ctx = get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_DEFAULTED] = DEFAULT_PLATFORM
+    return [DEFAULT_PLATFORM]
+
+
+def platform_unused() -> None:
+    """The command did not use ``--platform`` after all (``diff`` of two JSON documents): no note about it."""
+    ctx = get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta.pop(_DEFAULTED, None)
+
+
 def _record_default_platform(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
     """``--platform``'s callback: remember when the value is the default, for :func:`note_default_platform`."""
     source = ctx.get_parameter_source(param.name) if param.name else None
