@@ -368,6 +368,22 @@ def test_page_loads_clean_and_draws_one_point_per_kernel(browser, pages) -> None
     page.close()
 
 
+def test_the_roofs_drawn_are_the_roofs_used(browser, pages) -> None:
+    """tiny_cnn on xavier: every prediction uses 75% of the 136.5 GB/s datasheet bandwidth (platforms/xavier.toml
+    [sustained]), so the slope is that roof and says so, with the datasheet figure after it; fp32 is not a
+    tensor precision on a GPU, so its roof is the datasheet peak and says nothing more."""
+    path, analysis = pages["fused"]
+    p = analysis.platform
+    assert p.roof_bandwidth == pytest.approx(0.75 * 136.5e9) and p.dram_bandwidth == pytest.approx(136.5e9)
+    opened = Opened(browser, path)
+    labels = opened.page.eval_on_selector_all("#roofline text.roof-label", "ts => ts.map(t => t.textContent)")
+    assert "sustained DRAM 102 GB/s (datasheet 137 GB/s)" in labels, labels
+    assert p.peak("fp32") == p.peak_flops["fp32"] and "fp32 peak 1.41 TFLOP/s" in labels, labels
+    ridge = opened.page.eval_on_selector_all("#roofline text.ridge-label", "ts => ts.map(t => t.textContent)")
+    assert ridge == [f"ridge {p.ridge('fp32'):.3g} FLOP/B"]  # 1.41e12 / 1.024e11 = 13.8: the same roofs
+    opened.page.close()
+
+
 def test_sorting_a_column_reorders_the_rows(browser, pages) -> None:
     path, analysis = pages["transformer"]
     opened = Opened(browser, path)

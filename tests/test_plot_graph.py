@@ -173,13 +173,45 @@ def test_annotated_onnx_keeps_external_data_references(tmp_path: Path) -> None:
         t.SerializeToString() for t in original.graph.initializer
     ]
     assert graph.external_data_files(annotated) == ["llama.weights"]
-    assert out.stat().st_size < 4 * model.stat().st_size  # no weight bytes were pulled in
+    # no weight bytes were pulled in: the copy (figures and value_info) is well under the weights' size
+    assert out.stat().st_size < (tmp_path / "llama.weights").stat().st_size / 2
     onnx.checker.check_model(str(out))  # resolves llama.weights next to it
 
     elsewhere = tmp_path / "sub"
     elsewhere.mkdir()
     result = invoke("graph", model, "-d", "batch=1", "-d", "seq=8", "-o", elsewhere / "annotated.onnx")
     assert result.exit_code == 0 and "llama.weights" in result.output  # warned: keep it next to its weights
+
+
+def test_annotated_onnx_carries_the_inferred_shapes(tmp_path: Path) -> None:
+    """Netron shows value_info shapes on the edges: every value a node produces (graph outputs keep their own
+    declaration) carries the shape inferred under the bound dims, read back with onnx itself."""
+    source = tmp_path / "cnn.onnx"
+    model = onnx.load(CNN)
+    stale = onnx.helper.make_tensor_value_info("/stem/Conv_output_0", onnx.TensorProto.FLOAT, ["batch", 16, 32, 32])
+    model.graph.value_info.append(stale)  # a declaration the exporter left: replaced, not duplicated
+    onnx.save(model, source)
+    out = tmp_path / "annotated.onnx"
+    result = invoke("graph", source, "-d", "batch=2", "-p", "xavier", "-o", out)
+    assert result.exit_code == 0, result.output
+    annotated = onnx.load(out)
+    onnx.checker.check_model(annotated, full_check=True)
+    infos = {v.name: v.type.tensor_type for v in annotated.graph.value_info}
+    assert len(infos) == len(annotated.graph.value_info)
+    # the stem: a 3×3 stride-2 Conv of 16 channels on the 2×3×64×64 image → 2×16×32×32
+    stem = infos["/stem/Conv_output_0"]
+    assert [d.dim_value for d in stem.shape.dim] == [2, 16, 32, 32] and stem.elem_type == onnx.TensorProto.FLOAT
+    outputs = {v.name for v in annotated.graph.output}
+    analysis = analyze(source, "xavier", {"batch": 2})
+    produced = 0
+    for node, result_node in zip(annotated.graph.node, analysis.nodes, strict=True):
+        for name, shape in zip(node.output, result_node.output_shapes, strict=True):
+            if name in outputs:
+                assert name not in infos
+                continue
+            produced += 1
+            assert [d.dim_value for d in infos[name].shape.dim] == shape, name
+    assert produced == len(infos) == 29  # 30 nodes, one writes the graph's output
 
 
 def test_annotating_re_annotates_and_keeps_foreign_metadata(cnn, tmp_path: Path) -> None:
@@ -258,7 +290,7 @@ def test_graph_cli_formats_and_errors(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         assert check(out.read_text(encoding="utf-8"))
     result = invoke("graph", CNN, "-d", "batch=1", "--format", "dot")
-    assert result.exit_code == 0 and result.output.startswith("digraph onnxroof {")  # stdout
+    assert result.exit_code == 0 and result.stdout.startswith("digraph onnxroof {")  # stdout
     assert invoke("graph", CNN, "-d", "batch=1").exit_code == 2  # no format, no suffix to take it from
     assert invoke("graph", CNN, "-d", "batch=1", "-o", tmp_path / "g.txt").exit_code == 2
     result = invoke("graph", CNN, "-d", "batch=1", "--format", "onnx")

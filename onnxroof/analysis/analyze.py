@@ -183,7 +183,9 @@ def place(fused: FusedModel, platform: Platform, time_model: TimeModel = ROOFLIN
     nodes = _place_nodes(fused, target, resolved, time_model)
     kernels = _place_kernels(fused, target, nodes, time_model)
     graph_launch_s = target.launch_overhead_s * fused.captured
-    totals = build_totals(nodes, costed.weights, costed.peak, kernels, target, graph_launch_s)
+    totals = build_totals(
+        nodes, costed.weights, costed.peak, kernels, target, graph_launch_s, bound.loaded.stored_weight_bytes
+    )
     warnings = list(bound.loaded.warnings) + whatif_warnings(plan, target) + fallbacks + list(costed.warnings)
     return Analysis(
         model=bound.summary,

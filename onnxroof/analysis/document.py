@@ -149,6 +149,7 @@ def to_dict(analysis: Analysis, *, lazy: bool = False) -> dict[str, Any]:
             "macs": t.macs,
             "params": t.params,
             "weight_bytes": t.weight_bytes,
+            "weight_bytes_stored": t.weight_bytes_stored,
             "bytes_read": t.bytes_read,
             "bytes_written": t.bytes_written,
             "bytes": t.bytes,

@@ -36,7 +36,7 @@ class Totals:
     flops: float
     macs: float
     params: float  # distinct weight tensors consumed as data, each counted once
-    weight_bytes: float
+    weight_bytes: float  # bytes of those weights as the bound graph reads them (weight_bytes_stored: the file's)
     bytes_read: float
     bytes_written: float
     latency_s: float  # predicted: Σ fused kernel latencies
@@ -61,6 +61,7 @@ class Totals:
     energy_delay_js: float | None = None  # energy × latency (J·s)
     energy_memory_share: float | None = None  # share of the energy spent moving data
     array_utilization: float | None = None  # FLOP-weighted mean PE-array utilization of GEMM-like kernels
+    weight_bytes_stored: float | None = None  # the weights as the file stores them (None: not known)
 
     @property
     def bytes(self) -> float:
@@ -74,11 +75,14 @@ def build_totals(
     kernels: KernelTable,
     platform: Platform,
     graph_launch_s: float = 0.0,
+    weight_bytes_stored: float | None = None,
 ) -> Totals:
     """The model's totals: ``nodes`` every node (the costed ones run), ``weights`` the distinct weights
     (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: the one launch of a graph-captured run
     (:data:`onnxroof.fusion.patterns.GRAPH_CAPTURE`), added once to the latency and the overhead time (its
-    kernels carry none). Sums run in row order over the figures as placed."""
+    kernels carry none); ``weight_bytes_stored`` the file's weights as stored
+    (:func:`onnxroof.load.reader.stored_weight_bytes`), kept beside ``weight_bytes`` = Σ bytes of ``weights``,
+    what the bound graph reads. Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)
     running = [c.state == NodeState.COSTED for c in nodes.node_costs]
     costs = [cost for cost, runs in zip(nodes.costs, running, strict=True) if runs]
@@ -120,6 +124,7 @@ def build_totals(
         layout_share=layout_latency / fused.latency_s if fused.latency_s > 0 else 0.0,
         **energy_totals(kernels, fused.latency_s),
         array_utilization=array_utilization(kernels, platform),
+        weight_bytes_stored=weight_bytes_stored,
     )
 
 

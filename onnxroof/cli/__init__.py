@@ -28,4 +28,4 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
-    app()
+    app(prog_name="onnxroof")

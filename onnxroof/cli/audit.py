@@ -20,6 +20,7 @@ from onnxroof.cli.common import (
     PeakOption,
     ShapeOption,
     app,
+    default_platforms,
     exit_on_errors,
     fail,
     progress_bar,
@@ -91,7 +92,7 @@ def audit(
         if output is not None and output.suffix.lower() not in TABLE_SUFFIXES:
             fail(f"-o {output}: the table is written as .parquet, .csv or .json")
         options = AuditOptions(
-            platforms=tuple(platform or ("xavier",)),
+            platforms=tuple(default_platforms(platform)),
             dims=parse_dim_bindings(dim or []),
             shapes=shape_options(shape),
             precision=precision,

@@ -8,18 +8,94 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
+
+try:  # recent typer carries its own copy of click
+    from typer._click import exceptions as click_errors
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover - older typer runs on click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+    from click.globals import get_current_context  # type: ignore[no-redef]
 
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
 from onnxroof.core.profiles import FusionProfile
+from onnxroof.core.version import __version__
+
+DEFAULT_PLATFORM = "xavier"
+_DEFAULTED = "onnxroof.default_platform"
+"""``ctx.meta`` key: the platform a command fell back to when ``--platform`` was not given."""
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: point standard output at /dev/null so the interpreter's last flush cannot fail."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+class OnnxroofGroup(TyperGroup):
+    """The command group, with the conventions of the other errors: a usage error is one ``error:`` line
+    naming the command and exit 2 (not a framed box), and a closed pipe (``onnxroof report ... | head -1``)
+    ends the run quietly with exit 0."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        def run() -> Any:
+            return super(OnnxroofGroup, self).main(
+                args, prog_name, complete_var, False, windows_expand_args=windows_expand_args, **extra
+            )
+
+        if not standalone_mode:
+            return run()
+        try:
+            code = run()
+            sys.stdout.flush()
+        except click_errors.NoArgsIsHelpError as exc:  # bare `onnxroof`: typer has printed the help
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "onnxroof"
+            message = " ".join(exc.format_message().split()).replace("Value error, ", "")
+            _usage_line(where, message)
+            sys.exit(2)
+        except click_errors.ClickException as exc:
+            _usage_line("onnxroof", " ".join(exc.format_message().split()))
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            _usage_line("onnxroof", "aborted")
+            sys.exit(1)
+        except BrokenPipeError:
+            _quiet_stdout()
+            sys.exit(0)
+        except SystemExit as exc:  # typer's and rich's answer to a closed pipe is exit 1
+            if isinstance(exc.__context__, BrokenPipeError):
+                _quiet_stdout()
+                sys.exit(0)
+            raise
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_line(where: str, message: str) -> None:
+    text = f"{where}: {message} (see {where} -h)".replace("[", r"\[")
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {text}", markup=True)
+
 
 app = typer.Typer(
     name="onnxroof",
@@ -27,7 +103,27 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=OnnxroofGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"onnxroof {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", help="Print onnxroof's version and exit.", callback=_show_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Where an ONNX model's time goes on a given chip, and why: per-operator costs on a roofline."""
 
 
 class ReportFormat(StrEnum):
@@ -71,9 +167,12 @@ def fail(message: str, code: int = 2) -> None:
 
 @contextlib.contextmanager
 def exit_on_errors(debug: bool) -> Iterator[None]:
-    """Turn library errors into one line and exit 2; unexpected ones into one line and exit 3."""
+    """Turn library errors into one line and exit 2; unexpected ones into one line and exit 3. On success, a
+    note on stderr names the platform used when ``--platform`` was left to its default."""
     try:
         yield
+    except BrokenPipeError:  # the reader went away (`| head`): not an error (OnnxroofGroup ends the run)
+        raise
     except OnnxroofError as exc:
         if debug:
             raise
@@ -91,6 +190,44 @@ def exit_on_errors(debug: bool) -> Iterator[None]:
         fail(
             f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("[", r"\["), 3
         )
+    else:
+        note_default_platform()
+
+
+def note_default_platform() -> None:
+    """One stderr line saying which platform a command used when ``--platform`` was not given (once a run)."""
+    ctx = get_current_context(silent=True)
+    name = ctx.meta.pop(_DEFAULTED, None) if ctx is not None else None
+    if name is not None:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"note: platform {name} (the default; choose one with --platform, list them with `onnxroof platforms`)",
+            markup=False,
+        )
+
+
+def default_platforms(given: list[str] | None) -> list[str]:
+    """A repeatable ``--platform``'s value, or the default platform (noted on success) when none was given."""
+    if given:
+        return list(given)
+    ctx = get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_DEFAULTED] = DEFAULT_PLATFORM
+    return [DEFAULT_PLATFORM]
+
+
+def platform_unused() -> None:
+    """The command did not use ``--platform`` after all (``diff`` of two JSON documents): no note about it."""
+    ctx = get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta.pop(_DEFAULTED, None)
+
+
+def _record_default_platform(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    """``--platform``'s callback: remember when the value is the default, for :func:`note_default_platform`."""
+    source = ctx.get_parameter_source(param.name) if param.name else None
+    if source is not None and source.name in ("DEFAULT", "DEFAULT_MAP"):
+        ctx.meta[_DEFAULTED] = value
+    return value
 
 
 def emit(text_or_render: str | Iterator[str] | Callable[[Console], None], output: Path | None) -> None:
@@ -115,7 +252,10 @@ def emit(text_or_render: str | Iterator[str] | Callable[[Console], None], output
 PlatformOption = Annotated[
     str,
     typer.Option(
-        "--platform", "-p", help="A bundled platform name (see `onnxroof platforms`) or a path to a TOML file."
+        "--platform",
+        "-p",
+        help="A bundled platform name (see `onnxroof platforms`) or a path to a TOML file.",
+        callback=_record_default_platform,
     ),
 ]
 DimOption = Annotated[
@@ -128,8 +268,8 @@ ShapeOption = Annotated[
     list[str] | None,
     typer.Option(
         "--shape",
-        help="Bind a whole input's shape: INPUT=1x3x224x224 (as trtexec's --shapes). Repeat for several inputs; "
-        "a value that contradicts a --dim is an error.",
+        help="Bind a whole input's shape: INPUT=1x3x224x224, or trtexec's INPUT:1x3x224x224 and its comma-separated "
+        "list (ids:1x128,mask:1x128). Repeat for several inputs; a value that contradicts a --dim is an error.",
         metavar="INPUT=DIMxDIM...",
     ),
 ]

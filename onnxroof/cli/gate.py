@@ -28,6 +28,7 @@ from onnxroof.cli.common import (
     chosen_format,
     emit,
     exit_on_errors,
+    platform_unused,
     progress_bar,
     shape_options,
 )
@@ -227,6 +228,8 @@ def diff(
         dims = parse_dim_bindings(dim or [])
         shapes = shape_options(shape)
         docs = [document_of(side, platform, dims, precision, fusion, shapes) for side in (old, new)]
+        if all(side.suffix.lower() == ".json" for side in (old, new)):
+            platform_unused()  # both sides carry their own platform
         result = diff_documents(docs[0], docs[1], str(old), str(new))
         gate = slowdown_gate(result, tolerance, fail_if_slower) if tolerance is not None and fail_if_slower else None
         if chosen is DiffFormat.json:

@@ -26,6 +26,7 @@ from onnxroof.cli.common import (
     ShapeOption,
     app,
     chosen_format,
+    default_platforms,
     emit,
     exit_on_errors,
     shape_options,
@@ -119,7 +120,7 @@ def plot(
 
     with exit_on_errors(debug):
         fmt = plot_format(output)
-        chosen = platform or ["xavier"]
+        chosen = default_platforms(platform)
         if kind is PlotKind.floorline:
             from onnxroof.report.floorline import render_floorline
 

@@ -120,10 +120,21 @@ def platforms(
 
 
 @app.command()
-def rules(debug: DebugOption = False) -> None:
-    """List every cost rule: op type, kind, exact or approximate, and its formula."""
-    from onnxroof.report.platforms import render_rules_table
+def rules(
+    op: Annotated[
+        str | None,
+        typer.Argument(help="One op type (any case, or DOMAIN::OpType): its rule in full.", show_default=False),
+    ] = None,
+    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
+    debug: DebugOption = False,
+) -> None:
+    """List every cost rule: op type, kind, exact or approximate, and its formula (OP: that op's rule in full)."""
+    from onnxroof.report.platforms import render_rules_json, render_rules_table, select_rules
     from onnxroof.rules import REGISTRY
 
     with exit_on_errors(debug):
-        emit(lambda console: render_rules_table(REGISTRY.all_rules(), console), None)
+        chosen = select_rules(REGISTRY.all_rules(), op)
+        if output_format is ListFormat.json:
+            emit(render_rules_json(chosen), None)
+        else:
+            emit(lambda console: render_rules_table(chosen, console, full=op is not None), None)

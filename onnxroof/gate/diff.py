@@ -24,7 +24,9 @@ from onnxroof.analysis.document import to_dict
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import OnnxroofError
 
-#: Totals compared, with the unit family used to show them.
+#: Totals compared, with the unit family used to show them. A dotted name is a path into ``totals``:
+#: ``bytes`` is the unfused count (Σ over nodes, as ``totals.bytes``), ``fused.bytes`` what the fused kernels
+#: move (the "Bytes moved" of the report).
 TOTALS: tuple[tuple[str, str], ...] = (
     ("latency_s", "duration"),
     ("flops", "count"),
@@ -32,6 +34,7 @@ TOTALS: tuple[tuple[str, str], ...] = (
     ("params", "count"),
     ("weight_bytes", "bytes"),
     ("bytes", "bytes"),
+    ("fused.bytes", "bytes"),
     ("peak_activation_bytes", "bytes"),
     ("memory_bound_share", "share"),
     ("layout_share", "share"),
@@ -224,6 +227,14 @@ class ModelDiff:
         }
 
 
+def _total(document: Mapping[str, Any], name: str) -> object:
+    """``totals[name]``, a dotted name read as a path (``fused.bytes``); None where absent (an older file)."""
+    value: object = document["totals"]
+    for part in name.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
 def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any], old_label: str, new_label: str) -> ModelDiff:
     """The diff between two analysis documents (``to_dict`` output; ``old`` may hold only ``totals``)."""
     old_platform = (old.get("platform") or {}).get("name", "")
@@ -234,9 +245,9 @@ def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any], old_label: st
             "latencies on different platforms do not compare"
         )
     totals = tuple(
-        Delta(name, kind, float(old["totals"][name]), float(new["totals"][name]))
+        Delta(name, kind, float(before), float(after))
         for name, kind in TOTALS
-        if isinstance(old["totals"].get(name), int | float) and isinstance(new["totals"].get(name), int | float)
+        if isinstance(before := _total(old, name), int | float) and isinstance(after := _total(new, name), int | float)
     )
     old_ops, new_ops = _op_rows(old), _op_rows(new)
     names = sorted(set(old_ops) | set(new_ops)) if old_ops and new_ops else []  # a check JSON has no op types

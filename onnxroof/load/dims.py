@@ -186,17 +186,24 @@ def parse_dim_bindings(items: list[str] | tuple[str, ...]) -> dict[str, int]:
 
 def parse_shape_bindings(items: list[str] | tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     """``["image=1x3x48x192"]`` -> ``{"image": (1, 3, 48, 192)}`` (``x`` or ``,`` between dims; the input name
-    is what precedes the LAST ``=``); errors name the bad item."""
+    is what precedes the LAST ``=``). An item without ``=`` is read as trtexec's ``--shapes``:
+    ``image:1x3x48x192`` or a comma-separated list ``ids:1x128,mask:1x128`` (the name is what precedes the
+    LAST ``:``, so ``input:0:1x3`` names ``input:0``; quotes around a name are dropped). Errors name the bad
+    item."""
     shapes: dict[str, tuple[int, ...]] = {}
     for item in items:
-        name, sep, text = item.rpartition("=")
-        name = name.strip()
-        parts = [p.strip() for p in re.split(r"[x,]", text.strip().lower())] if text.strip() else []
-        if not sep or not name or not parts or any(not p for p in parts):
-            raise DimsError(f"--shape {item!r}: expected INPUT=DIMxDIMx..., e.g. --shape image=1x3x224x224")
-        if name in shapes:
-            raise DimsError(f"--shape {item!r}: input '{name}' is given twice")
-        shapes[name] = tuple(_dim_int(f"{name}:{axis}", part) for axis, part in enumerate(parts))
+        pairs = [item.rpartition("=")] if "=" in item else [part.rpartition(":") for part in item.split(",")]
+        for name, sep, text in pairs:
+            name = name.strip().strip("'\"")
+            parts = [p.strip() for p in re.split(r"[x,]", text.strip().lower())] if text.strip() else []
+            if not sep or not name or not parts or any(not p for p in parts):
+                raise DimsError(
+                    f"--shape {item!r}: expected INPUT=DIMxDIMx... or trtexec's INPUT:DIMxDIM...[,INPUT:...], "
+                    "e.g. --shape image=1x3x224x224"
+                )
+            if name in shapes:
+                raise DimsError(f"--shape {item!r}: input '{name}' is given twice")
+            shapes[name] = tuple(_dim_int(f"{name}:{axis}", part) for axis, part in enumerate(parts))
     return shapes
 
 

@@ -142,7 +142,7 @@ def node_outputs(
     outputs = [o for o in node.output if o]
     if all(o in found for o in outputs) or domain:
         return found
-    return {**_direct_outputs(node, types, found), **found}
+    return {**_direct_outputs(node, types, found, version), **found}
 
 
 def _onnx_outputs(
@@ -178,8 +178,11 @@ def _contrib_outputs(
     return found
 
 
-def _direct_outputs(node: onnx.NodeProto, types: TypeMap, found: Mapping[str, object]) -> dict[str, onnx.TypeProto]:
-    """Shape-preserving and broadcasting ops: the first output (and Dropout's mask) from the inputs' shapes."""
+def _direct_outputs(
+    node: onnx.NodeProto, types: TypeMap, found: Mapping[str, object], version: int | None = None
+) -> dict[str, onnx.TypeProto]:
+    """Shape-preserving and broadcasting ops: the first output (and Dropout's mask) from the inputs' shapes.
+    Dropout's mask is bool from opset 10; before, it has the input's type (ONNX's Dropout-7 schema: ``mask: T``)."""
     shape, elem = _fallback_shape(node, [types.get(n) if n else None for n in node.input])
     if shape is None:
         return {}
@@ -188,7 +191,7 @@ def _direct_outputs(node: onnx.NodeProto, types: TypeMap, found: Mapping[str, ob
         if not out or out in found or (k > 0 and node.op_type != "Dropout"):
             continue
         out_elem = elem
-        if node.op_type in _BOOL_OUT or (node.op_type == "Dropout" and k == 1):
+        if node.op_type in _BOOL_OUT or (node.op_type == "Dropout" and k == 1 and (version or 10) >= 10):
             out_elem = TensorProto.BOOL
         elif node.op_type == "Cast":
             out_elem = next((a.i for a in node.attribute if a.name == "to"), elem)

@@ -23,8 +23,9 @@ from types import MappingProxyType
 import onnx
 import onnx.inliner
 
+from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ModelError, one_line
-from onnxroof.core.protos import topological_order
+from onnxroof.core.protos import all_graphs, topological_order
 from onnxroof.load.checks import (
     MASK_DOMAIN,
     check_external_paths,
@@ -83,6 +84,8 @@ class LoadedModel:
     order: tuple[int, ...] = field(repr=False)
     tied: Mapping[str, str] = field(default_factory=dict)
     """Initializers the exporter stored twice (copy -> original, :func:`onnxroof.load.tied.tied_copies`)."""
+    stored_weight_bytes: float = 0.0
+    """The weights as the file stores them (:func:`stored_weight_bytes`), before any folding or binding."""
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -264,6 +267,7 @@ def _bind(
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
     count = len(model.graph.node)
+    stored = stored_weight_bytes(model.graph)
     large = large_integer_input(model)
     if large is not None:
         warnings.append(
@@ -290,5 +294,38 @@ def _bind(
                     types[name] = type_proto
         propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
     return LoadedModel(
-        inferred, path, MappingProxyType(types), MappingProxyType(bound), file.opset, tuple(warnings), order, file.tied
+        inferred,
+        path,
+        MappingProxyType(types),
+        MappingProxyType(bound),
+        file.opset,
+        tuple(warnings),
+        order,
+        file.tied,
+        stored,
     )
+
+
+def stored_weight_bytes(graph: onnx.GraphProto) -> float:
+    """The bytes the file stores as weights: Σ numel × element size over every initializer (external data
+    included: its dims say its size) and every ``Constant`` node's tensor, in ``graph`` and every body inside
+    it; each stored copy counted (tied copies too). Read from dims and data types, never from the payloads.
+    Packed 4-bit types count half a byte an element (:func:`~onnxroof.core.dtypes.dtype_info`).
+
+    This is what the model occupies, not what a run reads: the ``weight_bytes`` of the totals counts the
+    distinct weights the bound graph's nodes read, at the size a what-if precision gives them, after small
+    constants are folded (a position table sliced to the sequence counts only the rows kept)."""
+
+    def size(tensor: onnx.TensorProto) -> float:
+        numel = 1
+        for d in tensor.dims:
+            numel *= d
+        return numel * dtype_info(tensor.data_type)[1]
+
+    total = 0.0
+    for g in all_graphs(graph):
+        total += sum(size(t) for t in g.initializer)
+        for node in g.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                total += sum(size(a.t) for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
+    return total

@@ -48,9 +48,10 @@ def summary_table(analysis: Analysis) -> Table:
     ridge = p.ridge(shown)
     rows = [
         ("Predicted latency", seconds(t.latency_s), "Params", si(t.params)),
-        ("Memory-bound share", percent(t.memory_bound_share), "Weights", si(t.weight_bytes, "B")),
+        ("Memory-bound share", percent(t.memory_bound_share), "Weights read", si(t.weight_bytes, "B")),
         ("FLOPs", si(t.flops), "MACs", si(t.macs)),
-        ("Bytes moved", si(t.fused.bytes, "B"), "Peak activations", si(t.peak_activation_bytes, "B")),
+        ("Bytes moved (fused)", si(t.fused.bytes, "B"), "Peak activations", si(t.peak_activation_bytes, "B")),
+        ("Bytes (unfused)", si(t.unfused.bytes, "B"), "Bytes (ideal)", si(t.ideal.bytes, "B")),
         ("Compute time", seconds(t.compute_time_s), "Memory time", seconds(t.memory_time_s)),
         ("Launch overhead", seconds(t.overhead_time_s), "Kernels", f"{t.kernels} for {t.nodes} nodes"),
         ("Unfused (upper)", seconds(t.unfused.latency_s), "Fusion profile", analysis.fusion_profile),

@@ -14,6 +14,9 @@ from rich.text import Text
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.gate.diff import Delta, ModelDiff
 
+#: How the totals table names a figure where its key alone is ambiguous (the report's labels).
+TOTAL_LABELS = {"bytes": "bytes (unfused)", "fused.bytes": "bytes moved (fused)"}
+
 
 def format_value(value: float, kind: str) -> str:
     if kind == "duration":
@@ -95,7 +98,10 @@ def _totals_table(diff: ModelDiff) -> Table:
         table.add_column(name, justify=justify, no_wrap=True)
     for delta in diff.totals:
         table.add_row(
-            delta.name, format_value(delta.old, delta.kind), format_value(delta.new, delta.kind), _signed(delta)
+            TOTAL_LABELS.get(delta.name, delta.name),
+            format_value(delta.old, delta.kind),
+            format_value(delta.new, delta.kind),
+            _signed(delta),
         )
     return table
 

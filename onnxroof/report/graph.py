@@ -6,8 +6,9 @@
   a name, or whose name is not unique, gets its rows on its first output tensor (``value``), whose name is
   unique in every valid model.
 * :func:`annotated_model` — a copy of the model with the same figures in each node's ``metadata_props``
-  (keys ``onnxroof.*``) and the analysis in the model's. Read without weights: initializers and external
-  data references stay exactly as they were.
+  (keys ``onnxroof.*``), the analysis in the model's, and the shapes inferred under the analysis's dims in
+  the graph's ``value_info`` (so Netron shows them on every edge). Read without weights: initializers and
+  external data references stay exactly as they were.
 * :func:`render_dot` — Graphviz DOT: nodes coloured by bound and labelled with their predicted time, kernels
   of several nodes drawn as clusters; :func:`render_svg` runs Graphviz's ``dot`` on it.
 
@@ -23,6 +24,7 @@ import math
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,9 @@ import onnx
 import onnx.inliner
 
 from onnxroof.analysis.analyze import Analysis, NodeResult
+from onnxroof.core.dtypes import elem_type_of
 from onnxroof.core.errors import ModelError, OnnxroofError, one_line
+from onnxroof.core.ir import TensorInfo
 from onnxroof.core.states import Bound, NodeState
 from onnxroof.core.units import percent, seconds, si
 from onnxroof.load.reader import read_model
@@ -124,7 +128,8 @@ def netron_attachment(analysis: Analysis) -> dict[str, Any]:
         for name, value in (
             ("predicted latency (µs)", round(t.latency_s * 1e6, 3)),
             ("FLOPs", t.flops),
-            ("bytes moved", t.bytes),
+            ("bytes moved (fused)", t.fused.bytes),
+            ("bytes (unfused)", t.unfused.bytes),
             ("memory-bound share (%)", round(100 * t.memory_bound_share, 2)),
             ("peak activations (bytes)", t.peak_activation_bytes),
         )
@@ -190,7 +195,8 @@ def _text(value: Any) -> str:
 
 
 def annotated_model(analysis: Analysis, source: str | Path | None = None) -> onnx.ModelProto:
-    """The analysed model with every node's figures in its ``metadata_props``; weights never loaded.
+    """The analysed model with every node's figures in its ``metadata_props`` and the inferred shapes in its
+    ``value_info`` (:func:`write_inferred_shapes`); weights never loaded.
 
     ``source`` defaults to the file the analysis was made from. Model-local functions are inlined as the
     analysis inlined them, so node *i* of the copy is node *i* of the analysis.
@@ -215,6 +221,8 @@ def annotated_model(analysis: Analysis, source: str | Path | None = None) -> onn
         figures = {PREFIX + key: _text(value) for key, value in node_figures(analysis, result, kernel).items()}
         figures[PREFIX + "summary"] = summary(result, kernel)
         _set_props(node.metadata_props, figures)
+    if analysis.ir is not None:
+        write_inferred_shapes(model.graph, analysis.ir.tensors)
     t, p = analysis.totals, analysis.platform
     _set_props(
         model.metadata_props,
@@ -225,13 +233,33 @@ def annotated_model(analysis: Analysis, source: str | Path | None = None) -> onn
             PREFIX + "dims": ",".join(f"{k}={v}" for k, v in analysis.model.dims.items()),
             PREFIX + "latency_s": _text(t.latency_s),
             PREFIX + "flops": _text(t.flops),
-            PREFIX + "bytes": _text(t.bytes),
+            PREFIX + "bytes": _text(t.bytes),  # unfused, as the JSON's totals.bytes
+            PREFIX + "fused.bytes": _text(t.fused.bytes),
             PREFIX + "memory_bound_share": _text(t.memory_bound_share),
             PREFIX + "summary": f"{seconds(t.latency_s)} predicted on {p.title}; "
             f"{percent(t.memory_bound_share)} of it memory-bound",
         },
     )
     return model
+
+
+def write_inferred_shapes(graph: onnx.GraphProto, tensors: Mapping[str, TensorInfo]) -> int:
+    """Write the shape and element type the analysis inferred for every value a node of ``graph`` produces
+    into ``graph.value_info`` (replacing an entry of the same name; the graph's inputs, outputs and
+    initializers keep their declarations). A value whose rank or type is unknown is left out; an unknown dim
+    is written with neither a value nor a name. Returns how many values were written."""
+    declared = {v.name for v in (*graph.input, *graph.output)} | {t.name for t in graph.initializer}
+    written: dict[str, onnx.ValueInfoProto] = {}
+    for node in graph.node:
+        for name in node.output:
+            info = tensors.get(name) if name and name not in declared else None
+            if info is None or info.shape is None or elem_type_of(info.dtype) == 0:
+                continue
+            written[name] = onnx.helper.make_tensor_value_info(name, elem_type_of(info.dtype), list(info.shape))
+    kept = [v for v in graph.value_info if v.name not in written]
+    del graph.value_info[:]
+    graph.value_info.extend([*kept, *written.values()])
+    return len(written)
 
 
 def external_data_files(model: onnx.ModelProto) -> list[str]:

@@ -288,6 +288,12 @@ def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dic
         "other_colour": OTHER_COLOUR,
         "bound_colours": BOUND_COLOURS,
         "precisions_used": roofs,
+        "roofs": {  # what the chart draws: the roofs every prediction used (sustained unless --peak)
+            "sustained": bool(p.sustained) and not p.peak_roofs,
+            "dram_bandwidth": p.roof_bandwidth,
+            "peak_flops": {q: p.peak(q) for q in p.precisions()},
+            "datasheet_dram_bandwidth": p.dram_bandwidth,
+        },
         "floorline": floorline_view(analysis),
     }
     layout_kernels = sum(1 for k in analysis.kernels if k.layout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 from rich import box
@@ -120,15 +121,65 @@ def render_platforms_json(platforms: tuple[Platform, ...]) -> str:
     return json.dumps([platform_fields(p) for p in platforms], indent=2) + "\n"
 
 
-def render_rules_table(entries: tuple[RuleEntry, ...], console: Console) -> None:
+def _rule_name(entry: RuleEntry) -> str:
+    return f"{entry.domain}::{entry.op_type}" if entry.domain else entry.op_type
+
+
+def _formula(entry: RuleEntry) -> str:
+    """The docstring's ``Formula:`` line, else its first line."""
+    return next(
+        (line.split(":", 1)[1].strip() for line in entry.doc.splitlines() if line.strip().startswith("Formula:")),
+        entry.doc.splitlines()[0] if entry.doc else "",
+    )
+
+
+def select_rules(entries: tuple[RuleEntry, ...], op: str | None) -> tuple[RuleEntry, ...]:
+    """The rules for ``op`` (an op type, any case, or ``domain::OpType``), every rule when None; an op no rule
+    covers is an error naming it and the nearest op types."""
+    if op is None:
+        return entries
+    wanted = op.strip().lower()
+    found = tuple(e for e in entries if wanted in (e.op_type.lower(), _rule_name(e).lower()))
+    if not found:
+        import difflib
+
+        from onnxroof.core.errors import OnnxroofError
+
+        names = sorted({e.op_type for e in entries})
+        near = difflib.get_close_matches(op.strip(), names, n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(near)}?)" if near else " (`onnxroof rules` lists them)"
+        raise OnnxroofError(f"rules: no cost rule for op type '{op}'{hint}")
+    return found
+
+
+def render_rules_json(entries: tuple[RuleEntry, ...]) -> str:
+    """Each rule as ``{op_type, domain, family, kind, status, op_class, formula, doc}``: the registry as data."""
+    rows = [
+        {
+            "op_type": e.op_type,
+            "domain": e.domain,
+            "family": e.family,
+            "kind": str(e.kind),
+            "status": str(e.status),
+            "op_class": str(e.op_class),
+            "formula": _formula(e),
+            "doc": inspect.cleandoc(e.doc),
+        }
+        for e in entries
+    ]
+    return json.dumps(rows, indent=2) + "\n"
+
+
+def render_rules_table(entries: tuple[RuleEntry, ...], console: Console, full: bool = False) -> None:
+    """The rules as a table (op type, kind, status, formula); with ``full`` (one op asked for) each rule's whole
+    docstring follows its row: formula, bytes, assumptions, reference."""
     table = Table(title=f"{len(entries)} cost rules", box=box.SIMPLE_HEAD, title_justify="left")
     for name in ("op type", "kind", "status", "formula"):
         table.add_column(name, overflow="fold")
     for entry in entries:
-        formula = next(
-            (line.split(":", 1)[1].strip() for line in entry.doc.splitlines() if line.strip().startswith("Formula:")),
-            entry.doc.splitlines()[0] if entry.doc else "",
-        )
-        name = f"{entry.domain}::{entry.op_type}" if entry.domain else entry.op_type
-        table.add_row(Text(name), entry.kind, entry.status, Text(formula))
+        table.add_row(Text(_rule_name(entry)), entry.kind, entry.status, Text(_formula(entry)))
     console.print(table)
+    if full:
+        for entry in entries:
+            console.print(Text(f"{_rule_name(entry)} ({entry.family or 'no family'}, class {entry.op_class})"))
+            console.print(Text(inspect.cleandoc(entry.doc) + "\n"))

@@ -90,6 +90,14 @@
 
   // ------------------------------------------------------------------------------------------ chart
   const plat = A.platform;
+  const R = V.roofs;  // the roofs the prediction used, with the datasheet figures beside them
+  const roofPeak = (p) => R.peak_flops[p] || plat.peak_flops[p];
+  // "sustained DRAM 102 GB/s (datasheet 137 GB/s)" where a sustained share derates the roof, else as given
+  function roofLabel(value, datasheet, what, unit) {
+    const derated = R.sustained && datasheet && Math.abs(value - datasheet) > 1e-9 * datasheet;
+    return (derated ? "sustained " : "") + what + " " + si(value, unit) +
+      (derated ? " (datasheet " + si(datasheet, unit) + ")" : "");
+  }
   const used = V.precisions_used.filter((p) => plat.peak_flops[p]);
   const timeIn = {};
   for (const r of K) timeIn[r.k.precision] = (timeIn[r.k.precision] || 0) + r.k.latency_s;
@@ -143,7 +151,7 @@
     const ridges = used.map((p) => plat.ridge[p]);
     const xs = onRoof.map((r) => r.k.intensity).filter((v) => v !== null && v > 0);
     const [x0, x1] = logDomain(xs.concat(ridges).concat(ridges.length ? [] : [1]), 2, 4);
-    const peaks = used.map((p) => plat.peak_flops[p]);
+    const peaks = used.map((p) => roofPeak(p));
     const achieved = onRoof.filter(hasMeasuredPoint).map((r) => r.m.achieved_flops);
     const ys = onRoof.map((r) => r.perf).concat(achieved).filter((v) => v > 0);
     const [y0, y1] = logDomain(ys.concat(peaks).concat(peaks.length ? [] : [1e9]), 1.6, 3);
@@ -152,19 +160,21 @@
       yTitle: measured ? "throughput (FLOP/s): ● predicted, ◆ measured" : "predicted throughput (FLOP/s)" });
     const xmin = Math.pow(10, x0), xmax = Math.pow(10, x1), ymin = Math.pow(10, y0);
 
-    // roofs: the memory slope up to each precision's ridge, then its flat compute roof
-    const bw = plat.dram_bandwidth;
+    // roofs: the memory slope up to each precision's ridge, then its flat compute roof. Drawn and labelled
+    // with the roofs the prediction used (V.roofs: sustained shares applied unless --peak), the datasheet
+    // figure after it in brackets where it differs.
+    const bw = R.dram_bandwidth;
     const sx = Math.max(xmin, ymin / bw);
     const roofs = svg("g", {}), labels = svg("g", {});  // labels go over the points, with a halo
-    const byPeak = used.slice().sort((a, b) => plat.peak_flops[a] - plat.peak_flops[b]);
+    const byPeak = used.slice().sort((a, b) => roofPeak(a) - roofPeak(b));
     for (const p of byPeak) {
-      const peak = plat.peak_flops[p], ridge = plat.ridge[p];
+      const peak = roofPeak(p), ridge = plat.ridge[p];
       const secondary = p !== primary;
       const d = "M" + X(sx) + "," + Y(sx * bw) + " L" + X(ridge) + "," + Y(peak) + " L" + X(xmax) + "," + Y(peak);
       roofs.appendChild(svg("path", { class: "roof" + (secondary ? " secondary" : ""), d: d }));
       roofs.appendChild(svg("line", { class: "ridge-line", x1: X(ridge), x2: X(ridge), y1: Y(peak) + 6, y2: mt + plotH }));
       labels.appendChild(svg("text", { class: "roof-label halo" + (secondary ? " secondary" : ""), x: ml + pw - 6,
-        y: Y(peak) - 7, "text-anchor": "end" }, p + " peak " + si(peak, "FLOP/s")));
+        y: Y(peak) - 7, "text-anchor": "end" }, p + " " + roofLabel(peak, plat.peak_flops[p], "peak", "FLOP/s")));
       labels.appendChild(svg("text", { class: "ridge-label halo", x: X(ridge) + 8, y: Y(peak) + 16 },
         (used.length > 1 ? p + " " : "") + "ridge " + num(ridge) + " FLOP/B"));
       roofs.appendChild(svg("circle", { class: "ridge", cx: X(ridge), cy: Y(peak), r: 3.5 }));
@@ -175,7 +185,8 @@
       const ax = X(at), ay = Y(at * bw);
       const angle = Math.atan2(Y(top * bw) - Y(sx * bw), X(top) - X(sx)) * 180 / Math.PI;
       labels.appendChild(svg("text", { class: "roof-label halo", x: ax, y: ay - 8, "text-anchor": "middle",
-        transform: "rotate(" + angle.toFixed(2) + " " + ax + " " + ay + ")" }, "DRAM " + si(bw, "B/s")));
+        transform: "rotate(" + angle.toFixed(2) + " " + ax + " " + ay + ")" },
+        roofLabel(bw, R.datasheet_dram_bandwidth, "DRAM", "B/s")));
     }
     root.appendChild(roofs);
 
