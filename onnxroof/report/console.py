@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich import box
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -11,9 +13,10 @@ from rich.text import Text
 
 from onnxroof.analysis.analyze import Analysis
 from onnxroof.analysis.findings import Finding, find
+from onnxroof.analysis.select import RowFilter
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.platform.model import Platform
-from onnxroof.report.columns import Column, fit_columns, table_width
+from onnxroof.report.columns import Column, fit_columns, short_path, table_width
 
 
 def _shape(shape: list | None) -> str:
@@ -119,26 +122,60 @@ _TOP_COLUMNS = (  # keep: 0 always shown, larger dropped sooner on a narrow term
 _MIN_NAME_WIDTH = 10
 
 
-def top_columns(width: int, with_array: bool) -> tuple[Column, ...]:
-    """The top-kernel columns that fit ``width`` beside a kernel name of at least 10 characters: the least
-    needed go first (output shape, share, PE util, FLOP/B...); ops and time always stay."""
+def top_columns(width: int, with_array: bool, name_width: int = _MIN_NAME_WIDTH) -> tuple[Column, ...]:
+    """The top-kernel columns that fit ``width`` beside a kernel name of ``name_width`` characters (at least
+    10): the least needed go first (output shape, share, PE util, FLOP/B...); ops and time always stay."""
     columns = [c for c in _TOP_COLUMNS if with_array or c.name != "PE util"]
-    return fit_columns(columns, width, _MIN_NAME_WIDTH)
+    return fit_columns(columns, width, max(_MIN_NAME_WIDTH, name_width))
 
 
-def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
-    """The kernels with the largest predicted time (named by their anchor node); the columns that fit the
-    terminal (:func:`top_columns`), the name column takes what they leave."""
+#: A kernel name up to this long is given its whole width before the least needed figure columns (longer ones fold).
+_NAME_RESERVE = 20
+
+
+def top_table(
+    analysis: Analysis,
+    count: int,
+    width: int = 120,
+    *,
+    rows: Sequence[int] | None = None,
+    full_names: bool = False,
+    title: str | None = None,
+) -> Table:
+    """:func:`top_table_sized`'s table."""
+    return top_table_sized(analysis, count, width, rows=rows, full_names=full_names, title=title)[0]
+
+
+def top_table_sized(
+    analysis: Analysis,
+    count: int,
+    width: int = 120,
+    *,
+    rows: Sequence[int] | None = None,
+    full_names: bool = False,
+    title: str | None = None,
+) -> tuple[Table, int]:
+    """The kernels with the largest predicted time (named by their anchor node), or the kernel ``rows`` given
+    (a :class:`~onnxroof.analysis.select.RowFilter`'s choice, in order); the columns that fit ``width`` beside
+    the name (:func:`top_columns`, reserving up to 20 characters for it), the name column takes what they leave.
+    A name is never cut: one longer than its column folds onto the next line; with ``full_names`` (output that
+    is not a terminal) the column is as wide as the longest name, so the table may run past ``width``. Returns
+    the table and the width it needs at most (:func:`~onnxroof.report.columns.table_width`)."""
     total = analysis.totals.latency_s or 1.0
-    kernels = analysis.top_kernels(count)
+    kernels = analysis.top_kernels(count) if rows is None else tuple(analysis.kernels[row] for row in rows)
     node_of = {n.id: n for n in analysis.nodes}
-    columns = top_columns(width, analysis.platform.array is not None)
+    longest = max((len(k.node_ids[0]) for k in kernels), default=8)
+    columns = top_columns(width, analysis.platform.array is not None, min(longest, _NAME_RESERVE))
     room = width - table_width([0, *(c.width for c in columns)])
-    name_width = max(_MIN_NAME_WIDTH, min(48, room, max((len(k.node_ids[0]) for k in kernels), default=8)))
+    name_width = max(_MIN_NAME_WIDTH, longest if full_names else min(48, room, longest))
     table = Table(
-        title=f"Top {count} kernels by predicted time", box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1)
+        title=title or f"Top {count} kernels by predicted time",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        padding=(0, 1),
     )
-    table.add_column("kernel (anchor node)", overflow="ellipsis", no_wrap=True, width=name_width)
+    header = Text("kernel (anchor node)", overflow="ellipsis", no_wrap=True)  # cut like before; the names fold
+    table.add_column(header, overflow="fold", width=name_width)
     for column in columns:
         table.add_column(column.name, justify=column.justify, no_wrap=True, max_width=column.width, overflow="ellipsis")
     for kernel in kernels:
@@ -154,8 +191,22 @@ def top_table(analysis: Analysis, count: int, width: int = 120) -> Table:
             "share": percent(kernel.latency_s / total),
             "PE util": percent(kernel.utilization) if kernel.macs > 0 else "–",
         }
-        table.add_row(Text(kernel.node_ids[0]), *(cells[c.name] for c in columns))
-    return table
+        table.add_row(Text(kernel.node_ids[0], overflow="fold"), *(cells[c.name] for c in columns))
+    return table, table_width([name_width, *(c.width for c in columns)])
+
+
+def print_wide(console: Console, renderable: Table, needed: int) -> None:
+    """Print ``renderable`` at least ``needed`` characters wide: a table whose names are not to be cut may run
+    past the console's width when the output is not a terminal (a terminal would wrap its lines)."""
+    width = console.width
+    if console.is_terminal or needed <= width:
+        console.print(renderable)
+        return
+    console.width = needed
+    try:
+        console.print(renderable)
+    finally:
+        console.width = width
 
 
 def op_type_table(analysis: Analysis) -> Table:
@@ -197,31 +248,93 @@ def unsupported_text(analysis: Analysis) -> Text:
 _SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "note": "cyan"}
 
 
-def findings_view(findings: tuple[Finding, ...], verdicts: tuple[str, ...] | None = None) -> Group | Text:
-    """Findings, one block each: id, severity (and budget verdict), title and nodes; message; suggestion."""
+#: How many of a finding kind's worst cases its grouped line names.
+WORST_SHOWN = 3
+
+
+def findings_view(
+    findings: tuple[Finding, ...],
+    verdicts: tuple[str, ...] | None = None,
+    *,
+    verbose: bool = True,
+    weights: Sequence[float] | None = None,
+) -> Group | Text:
+    """Findings, one block each (``verbose``: id, severity and budget verdict, title and nodes; message;
+    suggestion), or grouped (:func:`group_findings`): a kind found once keeps its block, a kind found n > 1
+    times is its head line (id, severity, ``×n``, title), its worst cases (by ``weights``, else the first
+    ones) and its fix: three lines, not n blocks."""
     if not findings:
         return Text("Findings: none", style="green")
-    blocks: list[Text | Padding] = [Text(f"Findings ({len(findings)})", style="bold")]
-    for i, finding in enumerate(findings):
-        head = Text.assemble("  ", (finding.id, "bold"), " ")
-        head.append(finding.severity, style=_SEVERITY_STYLES.get(finding.severity, ""))
+    marks = verdicts if verdicts is not None else ("",) * len(findings)
+    groups = [[i] for i in range(len(findings))] if verbose else group_findings(findings, marks, weights)
+    kinds = len(groups)
+    head = f"Findings ({len(findings)})" if kinds == len(findings) else f"Findings ({len(findings)} in {kinds} kinds)"
+    blocks: list[Text | Padding] = [Text(head, style="bold")]
+    for group in groups:
+        first = findings[group[0]]
+        line = Text.assemble("  ", (first.id, "bold"), " ")
+        line.append(first.severity, style=_SEVERITY_STYLES.get(first.severity, ""))
         if verdicts is not None:
-            head.append(f" [{verdicts[i]}]", style="bold red" if verdicts[i] == "fail" else "dim")
-        head.append(f"  {finding.title}", style="bold")
-        more = len(finding.node_ids) - 3
-        nodes = ", ".join(finding.node_ids[:3]) + (f" and {more} more" if more > 0 else "")
-        body = Text.assemble(finding.message, "\n", ("→ " + finding.suggestion, "dim"))
+            line.append(f" [{verdicts[group[0]]}]", style="bold red" if verdicts[group[0]] == "fail" else "dim")
+        if len(group) > 1:
+            line.append(f" ×{len(group)}", style="bold")
+        line.append(f"  {first.title}", style="bold")
+        if len(group) > 1:
+            worst = [findings[i].node_ids[0] if findings[i].node_ids else "–" for i in group[:WORST_SHOWN]]
+            more = f" and {len(group) - WORST_SHOWN} more" if len(group) > WORST_SHOWN else ""
+            label = "worst" if weights is not None else "first"
+            body = Text.assemble((f"{label}: {', '.join(worst)}{more}", "dim"), "\n", ("→ " + first.suggestion, "dim"))
+            blocks += [line, Padding(body, (0, 0, 0, 8))]
+            continue
+        more = len(first.node_ids) - 3
+        nodes = ", ".join(first.node_ids[:3]) + (f" and {more} more" if more > 0 else "")
+        body = Text.assemble(first.message, "\n", ("→ " + first.suggestion, "dim"))
         if nodes:
             body = Text.assemble(("nodes: " + nodes, "dim"), "\n", body)
-        blocks += [head, Padding(body, (0, 0, 0, 8))]
+        blocks += [line, Padding(body, (0, 0, 0, 8))]
+    if kinds < len(findings):
+        blocks.append(Text("  (--verbose lists every finding with its message)", style="dim"))
     return Group(*blocks)
 
 
-def render_console(analysis: Analysis, console: Console, top: int = 15, explain_fusion: bool = False) -> None:
+def group_findings(
+    findings: Sequence[Finding], verdicts: Sequence[str], weights: Sequence[float] | None = None
+) -> list[list[int]]:
+    """Positions of ``findings`` grouped by (id, verdict), groups in order of first appearance; within a group,
+    heaviest first (``weights``: e.g. the predicted time of each finding's nodes; ties and no weights keep the
+    given order)."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, finding in enumerate(findings):
+        groups.setdefault((finding.id, verdicts[i]), []).append(i)
+    if weights is None:
+        return list(groups.values())
+    return [sorted(group, key=lambda i: (-weights[i], i)) for group in groups.values()]
+
+
+def finding_weights(analysis: Analysis, findings: Sequence[Finding]) -> list[float]:
+    """Each finding's weight for :func:`group_findings`: ``Σ latency_s`` of its nodes (unfused, per node)."""
+    latency = dict(zip((op.id for op in analysis.nodes.ops), analysis.nodes.latency_s.tolist(), strict=True))
+    return [sum(latency.get(node, 0.0) for node in finding.node_ids) for finding in findings]
+
+
+def render_console(
+    analysis: Analysis,
+    console: Console,
+    top: int = 15,
+    explain_fusion: bool = False,
+    *,
+    rows: RowFilter | None = None,
+    verbose: bool = False,
+) -> None:
+    """The terminal report: header and totals, the top kernels (or the kernels ``rows`` picks: ``--op``,
+    ``--name``..., at most ``top``), time by op type, unsupported ops, findings (grouped by kind unless
+    ``verbose``). Output that is not a terminal (a pipe, a file) gets whole kernel names and paths."""
     model = analysis.model
     dims = ", ".join(f"{k}={v}" for k, v in model.dims.items()) or "none"
+    terminal = console.is_terminal
+    path = model.path or model.graph_name or "<model>"
     header = Text.assemble(
-        (model.path or model.graph_name or "<model>", "bold"),
+        (short_path(path, console.width - 4) if terminal else path, "bold"),
         f"  opset {model.opset}, {model.nodes} nodes, dims: {dims}\n",
         ("on ", ""),
         (analysis.platform.title, "bold cyan"),
@@ -231,10 +344,16 @@ def render_console(analysis: Analysis, console: Console, top: int = 15, explain_
     if knobs:
         header.append(f"\nwhat-if: {knobs}", style="yellow")
     console.print(Panel(Group(header, Text(""), summary_table(analysis)), title="onnxroof", expand=False))
-    console.print(top_table(analysis, top, console.width))
+    chosen, title = None, None
+    if rows is not None and rows.active:
+        chosen = RowFilter(rows.ops, rows.exclude_ops, rows.name, rows.top or top).kernels(analysis)
+        title = f"{len(chosen)} kernels by predicted time ({rows.describe()})"
+    table, needed = top_table_sized(analysis, top, console.width, rows=chosen, full_names=not terminal, title=title)
+    print_wide(console, table, needed)
     console.print(op_type_table(analysis))
     console.print(unsupported_text(analysis))
-    console.print(findings_view(find(analysis)))
+    findings = find(analysis)
+    console.print(findings_view(findings, verbose=verbose, weights=finding_weights(analysis, findings)))
     if explain_fusion:
         console.print(fusion_misses_table(analysis))
 
