@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
-from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable
+from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable, TableLevel
 from onnxroof.analysis.stages import (
     FusedModel,
     bind,
@@ -118,8 +118,6 @@ class Analysis:
         per kernel the runtime launches (their ``latency_s`` sum to ``totals.latency_s``); a
         :class:`~onnxroof.analysis.select.TableLevel` or its value."""
         import pandas as pd
-
-        from onnxroof.analysis.select import TableLevel
 
         try:
             chosen = TableLevel(level)

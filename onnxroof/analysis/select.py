@@ -18,23 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from onnxroof.analysis.results import TableLevel
 from onnxroof.core.errors import OnnxroofError
 
 if TYPE_CHECKING:
     from onnxroof.analysis.analyze import Analysis
 
 __all__ = ["RowFilter", "TableLevel"]
-
-
-class TableLevel(StrEnum):
-    """Which table a data export writes: one row per node (as the graph holds them) or per kernel (as the
-    runtime launches them: the kernels' ``latency_s`` sum to the predicted latency)."""
-
-    nodes = "nodes"
-    kernels = "kernels"
 
 
 class FilterError(OnnxroofError):

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
@@ -142,25 +143,12 @@ def top_table(
     full_names: bool = False,
     title: str | None = None,
 ) -> Table:
-    """:func:`top_table_sized`'s table."""
-    return top_table_sized(analysis, count, width, rows=rows, full_names=full_names, title=title)[0]
-
-
-def top_table_sized(
-    analysis: Analysis,
-    count: int,
-    width: int = 120,
-    *,
-    rows: Sequence[int] | None = None,
-    full_names: bool = False,
-    title: str | None = None,
-) -> tuple[Table, int]:
     """The kernels with the largest predicted time (named by their anchor node), or the kernel ``rows`` given
     (a :class:`~onnxroof.analysis.select.RowFilter`'s choice, in order); the columns that fit ``width`` beside
     the name (:func:`top_columns`, reserving up to 20 characters for it), the name column takes what they leave.
     A name is never cut: one longer than its column folds onto the next line; with ``full_names`` (output that
-    is not a terminal) the column is as wide as the longest name, so the table may run past ``width``. Returns
-    the table and the width it needs at most (:func:`~onnxroof.report.columns.table_width`)."""
+    is not a terminal) the column is as wide as the longest name, so the table may run past ``width``
+    (:func:`print_wide`)."""
     total = analysis.totals.latency_s or 1.0
     kernels = analysis.top_kernels(count) if rows is None else tuple(analysis.kernels[row] for row in rows)
     node_of = {n.id: n for n in analysis.nodes}
@@ -192,13 +180,18 @@ def top_table_sized(
             "PE util": percent(kernel.utilization) if kernel.macs > 0 else "–",
         }
         table.add_row(Text(kernel.node_ids[0], overflow="fold"), *(cells[c.name] for c in columns))
-    return table, table_width([name_width, *(c.width for c in columns)])
+    return table
 
 
-def print_wide(console: Console, renderable: Table, needed: int) -> None:
-    """Print ``renderable`` at least ``needed`` characters wide: a table whose names are not to be cut may run
-    past the console's width when the output is not a terminal (a terminal would wrap its lines)."""
+#: The width a table is measured in for :func:`print_wide`: its natural width.
+_UNBOUNDED = 10_000
+
+
+def print_wide(console: Console, renderable: Table) -> None:
+    """Print a table; when the output is not a terminal (a pipe, a file) at its natural width even past the
+    console's, so that no name in it folds or is cut (a terminal would wrap such lines: there it fits)."""
     width = console.width
+    needed = Measurement.get(console, console.options.update_width(_UNBOUNDED), renderable).maximum
     if console.is_terminal or needed <= width:
         console.print(renderable)
         return
@@ -209,9 +202,38 @@ def print_wide(console: Console, renderable: Table, needed: int) -> None:
         console.width = width
 
 
-def op_type_table(analysis: Analysis) -> Table:
+_OP_TYPE_COLUMNS = ("count", "FLOPs", "bytes", "params", "time", "share")
+#: Which op-type columns a narrow terminal drops first (larger sooner; 0 never).
+_OP_TYPE_KEEP = {"count": 2, "FLOPs": 4, "bytes": 3, "params": 5, "time": 0, "share": 1}
+#: An op type up to this long keeps its whole width before figure columns are dropped (longer ones fold).
+_OP_NAME_RESERVE = 24
+
+
+def op_type_table(analysis: Analysis, width: int = 120) -> Table:
     """Per op type; the caption says how fused time is attributed, so a fused-away op showing 0 s is not read
-    as free."""
+    as free. The figure columns that fit ``width`` beside the op type (up to 24 characters of it reserved)
+    are kept whole, the least needed dropped first (params, FLOPs, bytes, count); an op type longer than
+    its column folds, never cut."""
+    rows = [
+        (
+            f"{row.domain}::{row.op_type}" if row.domain else row.op_type,
+            {
+                "count": str(row.count),
+                "FLOPs": si(row.flops),
+                "bytes": si(row.bytes, "B"),
+                "params": si(row.params),
+                "time": seconds(row.latency_s),
+                "share": percent(row.share),
+            },
+        )
+        for row in analysis.op_types
+    ]
+    longest = max((len(name) for name, _ in rows), default=7)
+    natural = [
+        Column(name, "right", max(len(name), *(len(cells[name]) for _, cells in rows)), _OP_TYPE_KEEP[name])
+        for name in _OP_TYPE_COLUMNS
+    ]
+    columns = fit_columns(natural, width, max(7, min(longest, _OP_NAME_RESERVE)))
     table = Table(
         title="Time by op type",
         caption="FLOPs, bytes, params: every node, unfused. Time: each kernel's goes to the type of its first node "
@@ -220,20 +242,11 @@ def op_type_table(analysis: Analysis) -> Table:
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
-    table.add_column("op type", justify="left", no_wrap=True)
-    for name in ("count", "FLOPs", "bytes", "params", "time", "share"):
-        table.add_column(name, justify="right", no_wrap=True)
-    for row in analysis.op_types:
-        name = f"{row.domain}::{row.op_type}" if row.domain else row.op_type
-        table.add_row(
-            Text(name),
-            str(row.count),
-            si(row.flops),
-            si(row.bytes, "B"),
-            si(row.params),
-            seconds(row.latency_s),
-            percent(row.share),
-        )
+    table.add_column("op type", justify="left", overflow="fold")
+    for column in columns:
+        table.add_column(column.name, justify="right", no_wrap=True)
+    for name, cells in rows:
+        table.add_row(Text(name, overflow="fold"), *(cells[c.name] for c in columns))
     return table
 
 
@@ -281,9 +294,9 @@ def findings_view(
         line.append(f"  {first.title}", style="bold")
         if len(group) > 1:
             worst = [findings[i].node_ids[0] if findings[i].node_ids else "–" for i in group[:WORST_SHOWN]]
-            more = f" and {len(group) - WORST_SHOWN} more" if len(group) > WORST_SHOWN else ""
+            rest = f" and {len(group) - WORST_SHOWN} more" if len(group) > WORST_SHOWN else ""
             label = "worst" if weights is not None else "first"
-            body = Text.assemble((f"{label}: {', '.join(worst)}{more}", "dim"), "\n", ("→ " + first.suggestion, "dim"))
+            body = Text.assemble((f"{label}: {', '.join(worst)}{rest}", "dim"), "\n", ("→ " + first.suggestion, "dim"))
             blocks += [line, Padding(body, (0, 0, 0, 8))]
             continue
         more = len(first.node_ids) - 3
@@ -348,9 +361,8 @@ def render_console(
     if rows is not None and rows.active:
         chosen = RowFilter(rows.ops, rows.exclude_ops, rows.name, rows.top or top).kernels(analysis)
         title = f"{len(chosen)} kernels by predicted time ({rows.describe()})"
-    table, needed = top_table_sized(analysis, top, console.width, rows=chosen, full_names=not terminal, title=title)
-    print_wide(console, table, needed)
-    console.print(op_type_table(analysis))
+    print_wide(console, top_table(analysis, top, console.width, rows=chosen, full_names=not terminal, title=title))
+    print_wide(console, op_type_table(analysis, console.width))
     console.print(unsupported_text(analysis))
     findings = find(analysis)
     console.print(findings_view(findings, verbose=verbose, weights=finding_weights(analysis, findings)))

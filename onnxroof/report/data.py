@@ -83,8 +83,8 @@ def render_csv(analysis: Analysis, level: TableLevel = TableLevel.nodes, rows: S
     return csv_text(fields, (_json_cells(record, fix) for record in records))
 
 
-_NODE_LISTS = ("input_shapes", "output_shapes")
-_KERNEL_LISTS = ("node_ids", "op_types", "folded_nodes")
+_NODE_LISTS: tuple[str, ...] = ("input_shapes", "output_shapes")
+_KERNEL_LISTS: tuple[str, ...] = ("node_ids", "op_types", "folded_nodes")
 
 
 def _json_cells(row: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
