@@ -125,3 +125,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, kind: str) -> None:
     elif kind == "garbage":
         path.write_bytes(b"\xff" * 64)
     _assert_one_error_line(invoke("inspect", path), ("bad.onnx",))
+
+
+def test_cli_table_gives_a_binding_to_copy() -> None:
+    result = invoke("inspect", CNN)
+    assert result.exit_code == 0, result.output
+    assert "batch  image[0]" in result.stdout
+    assert "e.g. --dim batch=1, or a whole input: --shape image=1x3x64x64" in result.stdout
+    # what it suggests is accepted by report
+    assert invoke("report", CNN, "--shape", "image=1x3x64x64", "-f", "json").exit_code == 0

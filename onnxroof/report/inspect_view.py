@@ -75,6 +75,13 @@ def _dims_text(inspection: Inspection) -> Text:
         more = f" and {len(places) - 3} more" if len(places) > 3 else ""
         text.append(f"\n  {name}", style="cyan")
         text.append(f"  {', '.join(_place(p) for p in places[:3])}{more}")
+    example = next(
+        (spec for spec in inspection.inputs if spec.shape and any(not isinstance(d, int) for d in spec.shape)), None
+    )
+    if example is not None and example.shape is not None:
+        whole = "x".join(str(d) if isinstance(d, int) else "1" for d in example.shape)
+        first = next(iter(inspection.symbols))
+        text.append(f"\n  e.g. --dim {first}=1, or a whole input: --shape {example.name}={whole}", style="dim")
     return text
 
 
