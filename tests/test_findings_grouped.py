@@ -12,9 +12,9 @@ from rich.console import Console
 from test_cli import invoke
 
 import onnxroof
-from onnxroof.analysis.catalog import Finding
+from onnxroof.analysis.catalog import Finding, finding_weights
 from onnxroof.analysis.findings import find
-from onnxroof.report.console import WORST_SHOWN, finding_weights, findings_view, group_findings, render_console
+from onnxroof.report.console import WORST_SHOWN, findings_view, group_findings, render_console
 
 DENSENET = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light" / "light_densenet121.onnx"
 
@@ -83,10 +83,18 @@ def test_densenet_report_is_short_and_names_its_worst_unfolded_batchnorms(densen
     weights = finding_weights(densenet, findings)
     worst = max(range(len(findings)), key=lambda i: (weights[i] if findings[i].id == "OR001" else -1.0, -i))
     assert f"worst: {findings[worst].node_ids[0]}," in text
+    # the weight is the nodes' own predicted time: closed form on the worst one
+    by_id = {n.id: n.latency_s for n in densenet.nodes}
+    assert weights[worst] == sum(by_id[node] for node in findings[worst].node_ids)
 
 
-def test_check_groups_and_verbose_lists() -> None:
+def test_check_groups_with_the_reports_worst_cases(densenet: onnxroof.Analysis) -> None:
     grouped = invoke("check", DENSENET)
     assert grouped.exit_code == 0, grouped.output
-    assert "OR001 warning [warn] ×62" in grouped.stdout and "first: " in grouped.stdout
+    assert "OR001 warning [warn] ×62" in grouped.stdout
     assert grouped.stdout.count("OR001 warning") == 1
+    findings = find(densenet)
+    weights = finding_weights(densenet, findings)
+    bn = sorted((i for i, f in enumerate(findings) if f.id == "OR001"), key=lambda i: (-weights[i], i))
+    worst = ", ".join(findings[i].node_ids[0] for i in bn[:WORST_SHOWN])
+    assert f"worst: {worst} and {62 - WORST_SHOWN} more" in grouped.stdout

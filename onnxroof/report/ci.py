@@ -97,7 +97,10 @@ def render_check_console(checks: Sequence[ModelCheck], console: Console, verbose
         else:
             console.print(Text("  no limits set (give --budget FILE or --max-... options)", style="dim"))
         findings = tuple(f.finding for f in check.findings)
-        console.print(findings_view(findings, tuple(f.verdict for f in check.findings), verbose=verbose))
+        weights = tuple(f.weight for f in check.findings)
+        console.print(
+            findings_view(findings, tuple(f.verdict for f in check.findings), verbose=verbose, weights=weights)
+        )
         console.print()
     if len(checks) > 1:
         console.print(summary_table(checks))

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxroof.analysis.analyze import Analysis
+from onnxroof.analysis.catalog import finding_weights
 from onnxroof.analysis.findings import Finding, find
 from onnxroof.analysis.select import RowFilter
 from onnxroof.core.units import joules, percent, seconds, si
@@ -322,12 +323,6 @@ def group_findings(
     if weights is None:
         return list(groups.values())
     return [sorted(group, key=lambda i: (-weights[i], i)) for group in groups.values()]
-
-
-def finding_weights(analysis: Analysis, findings: Sequence[Finding]) -> list[float]:
-    """Each finding's weight for :func:`group_findings`: ``Σ latency_s`` of its nodes (unfused, per node)."""
-    latency = dict(zip((op.id for op in analysis.nodes.ops), analysis.nodes.latency_s.tolist(), strict=True))
-    return [sum(latency.get(node, 0.0) for node in finding.node_ids) for finding in findings]
 
 
 def render_console(
