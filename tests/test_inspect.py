@@ -134,3 +134,14 @@ def test_cli_table_gives_a_binding_to_copy() -> None:
     assert "e.g. --dim batch=1, or a whole input: --shape image=1x3x64x64" in result.stdout
     # what it suggests is accepted by report
     assert invoke("report", CNN, "--shape", "image=1x3x64x64", "-f", "json").exit_code == 0
+
+
+def test_packed_low_bit_weights_are_said() -> None:
+    int4 = ROOT / "samples" / "llm" / "genai_llama_int4" / "model.onnx"
+    found = inspect_model(int4)
+    model = onnx.load(str(int4), load_external_data=False)
+    nbits = [n for n in model.graph.node if n.op_type == "MatMulNBits"]
+    assert found.packed == len({n.input[1] for n in nbits}) > 0
+    assert inspect_model(GENAI).packed == 0
+    result = invoke("inspect", int4)
+    assert f"({found.packed} hold packed low-bit weights" in result.stdout

@@ -50,7 +50,12 @@ def _facts(inspection: Inspection, width: int) -> Text:
         f"Opsets: {opsets or 'none'}",
         f"Nodes: {i.nodes}{nested}, {len(i.op_types)} op types"
         + (f", {i.functions} local functions" if i.functions else ""),
-        f"Parameters: {si(i.parameters)}   Weights: {si(i.weight_bytes, 'B')} in {i.initializers} initializers",
+        f"Parameters: {si(i.parameters)}   Weights: {si(i.weight_bytes, 'B')} in {i.initializers} initializers"
+        + (
+            f" ({i.packed} hold packed low-bit weights, counted as their bytes; `report` counts their weights)"
+            if i.packed
+            else ""
+        ),
     ]
     if i.external:
         parts = [

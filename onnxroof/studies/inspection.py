@@ -12,6 +12,10 @@ Counts, as stated in :class:`Inspection`:
   tensor's logical element count: an int4 tensor of N elements counts N); buffers (a rotary cache) count too,
   since a file does not say which stored tensors are trained;
 * ``weight_bytes = Σ numel(t) · itemsize(t)`` over the same tensors (int4: ½ byte an element);
+* ``packed``: initializers holding low-bit weights packed into bytes (the weight input of ONNX Runtime's
+  ``MatMulNBits``, ``MatMulBnb4``, ``GatherBlockQuantized``): their stored elements are bytes, not weights, so
+  ``parameters`` undercounts them; ``report`` counts their logical weights through the rules (this look reads
+  no rule: importing them would cost more than the whole inspection);
 * external data: per file named by an initializer's ``location``, the tensors pointing into it and
   ``Σ length`` (``numel · itemsize`` where a tensor gives no length); a file named but absent is listed as
   missing.
@@ -35,6 +39,12 @@ from onnxroof.load.reader import read_model
 from onnxroof.studies.kv_cache import KVCache, KVCacheError, find_cache
 
 _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+#: (domain, op type) -> the inputs holding packed low-bit weights.
+_PACKED_INPUTS = {
+    ("com.microsoft", "MatMulNBits"): (1,),
+    ("com.microsoft", "MatMulBnb4"): (1,),
+    ("com.microsoft", "GatherBlockQuantized"): (0,),
+}
 _NO_CACHE = "none: no past_key_values.N.key/value (or past_key/past_value) input, no attention op's past input"
 
 __all__ = ["ExternalFile", "Inspection", "TensorSpec", "inspect_model"]
@@ -90,6 +100,8 @@ class Inspection:
     parameters: int
     weight_bytes: float
     initializers: int
+    packed: int
+    """Initializers holding packed low-bit weights (counted as stored bytes in ``parameters``)."""
     external: tuple[ExternalFile, ...]
     custom_domains: dict[str, tuple[str, ...]]
     """Non-standard node domains (``com.microsoft``...) -> the op types used from each."""
@@ -117,6 +129,7 @@ class Inspection:
             "parameters": self.parameters,
             "weight_bytes": self.weight_bytes,
             "initializers": self.initializers,
+            "packed_initializers": self.packed,
             "external_data": [f.to_dict() for f in self.external],
             "custom_domains": {domain: list(ops) for domain, ops in self.custom_domains.items()},
             "functions": self.functions,
@@ -192,6 +205,16 @@ def _external(model: onnx.ModelProto, path: Path | None) -> tuple[ExternalFile, 
     )
 
 
+def _packed(graph: onnx.GraphProto, initializers: set[str]) -> set[str]:
+    """Initializers read as packed low-bit weights (:data:`_PACKED_INPUTS`)."""
+    found: set[str] = set()
+    for node in graph.node:
+        for i in _PACKED_INPUTS.get((node.domain, node.op_type), ()):
+            if i < len(node.input) and node.input[i] in initializers:
+                found.add(node.input[i])
+    return found
+
+
 def _subgraph_nodes(graph: onnx.GraphProto) -> int:
     count = 0
     for node in graph.node:
@@ -242,6 +265,7 @@ def inspect_model(source: str | os.PathLike[str] | onnx.ModelProto) -> Inspectio
         parameters=parameters,
         weight_bytes=weight_bytes,
         initializers=len(graph.initializer),
+        packed=len(_packed(graph, initializers)),
         external=_external(model, path),
         custom_domains={domain: tuple(sorted(ops)) for domain, ops in sorted(custom.items())},
         functions=len(model.functions),
