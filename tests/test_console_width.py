@@ -182,3 +182,14 @@ def test_the_report_header_shows_the_end_of_a_long_path_on_a_terminal(tmp_path: 
     render_console(analysis, console, top=3)
     head = console.export_text().splitlines()[1]
     assert f"…/{'b' * 40}/samples/tiny_cnn.onnx" in head and "a" * 40 not in head
+
+
+def test_an_empty_graph_renders_empty_tables() -> None:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    model = helper.make_model(helper.make_graph([], "empty", [x], [x]), opset_imports=[helper.make_opsetid("", 17)])
+    console = Console(width=80, record=True, color_system=None, file=io.StringIO())
+    render_console(onnxroof.analyze(model, "xavier"), console)
+    text = console.export_text()
+    assert "Time by op type" in text and "Findings: none" in text

@@ -231,7 +231,7 @@ def op_type_table(analysis: Analysis, width: int = 120) -> Table:
     ]
     longest = max((len(name) for name, _ in rows), default=7)
     natural = [
-        Column(name, "right", max(len(name), *(len(cells[name]) for _, cells in rows)), _OP_TYPE_KEEP[name])
+        Column(name, "right", max([len(name), *(len(cells[name]) for _, cells in rows)]), _OP_TYPE_KEEP[name])
         for name in _OP_TYPE_COLUMNS
     ]
     columns = fit_columns(natural, width, max(7, min(longest, _OP_NAME_RESERVE)))
