@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
-from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable
+from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable, TableLevel
 from onnxroof.analysis.stages import (
     FusedModel,
     bind,
@@ -113,11 +113,18 @@ class Analysis:
         ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
         return tuple(ranked[:count])
 
-    def to_dataframe(self) -> pd.DataFrame:
-        """Per-node results as a pandas DataFrame (one row per node, SI units)."""
+    def to_dataframe(self, level: str = "nodes") -> pd.DataFrame:
+        """Results as a pandas DataFrame in SI units: ``level="nodes"`` one row per node, ``"kernels"`` one row
+        per kernel the runtime launches (their ``latency_s`` sum to ``totals.latency_s``); a
+        :class:`~onnxroof.analysis.select.TableLevel` or its value."""
         import pandas as pd
 
-        return pd.DataFrame([n.to_dict() for n in self.nodes])
+        try:
+            chosen = TableLevel(level)
+        except ValueError:
+            raise ValueError(f"level: {level!r} is not one of {', '.join(TableLevel)}") from None
+        table = self.kernels if chosen is TableLevel.kernels else self.nodes
+        return pd.DataFrame(list(table.records()))
 
     def top_nodes(self, count: int) -> tuple[NodeResult, ...]:
         ranked = sorted((n for n in self.nodes if n.latency_s > 0), key=lambda n: (-n.latency_s, n.id))

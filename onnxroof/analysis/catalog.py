@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from onnxroof.analysis.analyze import Analysis
 
 SEVERITIES: tuple[str, ...] = ("error", "warning", "note")
 """Most severe first."""
@@ -161,3 +164,10 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         )
     }
 )
+
+
+def finding_weights(analysis: Analysis, findings: Iterable[Finding]) -> tuple[float, ...]:
+    """How much each finding weighs, to show the worst of a kind first: ``Σ latency_s`` of its nodes (each
+    node's own predicted time, unfused), 0 for nodes the analysis does not hold."""
+    latency = dict(zip((op.id for op in analysis.nodes.ops), analysis.nodes.latency_s.tolist(), strict=True))
+    return tuple(sum(latency.get(node, 0.0) for node in finding.node_ids) for finding in findings)

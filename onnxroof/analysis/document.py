@@ -63,6 +63,11 @@ def node_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
     return ({key: _finite(record[key]) for key in NODE_FIELDS} for record in analysis.nodes.records())
 
 
+def kernel_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
+    """Each kernel's fields as the JSON document gives them (non-finite figures as None), in order."""
+    return ({key: _finite(value) for key, value in record.items()} for record in analysis.kernels.records())
+
+
 def platform_dict(analysis: Analysis) -> dict[str, Any]:
     return platform_fields(analysis.platform)
 
@@ -126,7 +131,7 @@ def to_dict(analysis: Analysis, *, lazy: bool = False) -> dict[str, Any]:
     renderer that writes as it goes then never holds a million node dicts at once: ~1 KB each)."""
     m, t = analysis.model, analysis.totals
     nodes = node_records(analysis)
-    kernels = ({key: _finite(value) for key, value in record.items()} for record in analysis.kernels.records())
+    kernels = kernel_records(analysis)
     return {
         "schema": SCHEMA_VERSION,
         "model": {

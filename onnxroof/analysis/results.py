@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from onnxroof.core.cost import Cost
@@ -77,6 +78,14 @@ class NodeResult(Placed):
         fields["input_shapes"] = list(fields["input_shapes"])
         fields["output_shapes"] = list(fields["output_shapes"])
         return fields
+
+
+class TableLevel(StrEnum):
+    """Which table a data export writes: one row per node (as the graph holds them) or per kernel (as the
+    runtime launches them: the kernels' ``latency_s`` sum to the predicted latency)."""
+
+    nodes = "nodes"
+    kernels = "kernels"
 
 
 @dataclass(frozen=True, eq=False)

@@ -138,6 +138,9 @@ def check(
             metavar="ADDRESS|FILE",
         ),
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="table: every finding with its message, not one line per kind.")
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Check MODELS against a budget on a platform: exit 0 pass, 1 violated, 2 bad input."""
@@ -191,7 +194,7 @@ def check(
         elif chosen is CheckFormat.github:
             emit(ci_formats.render_github(checks), output)
         else:
-            emit(lambda console: ci_formats.render_check_console(checks, console), output)
+            emit(lambda console: ci_formats.render_check_console(checks, console, verbose), output)
         code = overall_exit_code(checks)
     raise typer.Exit(code)
 

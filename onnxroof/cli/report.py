@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from onnxroof.analysis.select import TableLevel
 from onnxroof.cli.common import (
     REPORT_SUFFIXES,
     CompressOption,
@@ -49,7 +50,29 @@ def report(
         typer.Option("--format", "-f", help="table (default), json or csv; default from -o's suffix."),
     ] = None,
     output: OutputOption = None,
-    top: Annotated[int, typer.Option(help="How many nodes the table's top list shows.", min=1)] = 15,
+    top: Annotated[
+        int | None,
+        typer.Option(help="How many kernels the table lists (default 15); with csv, only the N slowest rows.", min=1),
+    ] = None,
+    level: Annotated[
+        TableLevel,
+        typer.Option(help="csv: one row per node, or per kernel the runtime launches (their times sum to the total)."),
+    ] = TableLevel.nodes,
+    op: Annotated[
+        list[str] | None,
+        typer.Option("--op", help="table/csv: only kernels (nodes) of this op type; repeatable.", metavar="OP"),
+    ] = None,
+    exclude_op: Annotated[
+        list[str] | None,
+        typer.Option("--exclude-op", help="table/csv: leave out this op type; repeatable.", metavar="OP"),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="table/csv: only rows whose node name or id matches this regex.", metavar="REGEX"),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="table: every finding with its message, not one line per kind.")
+    ] = False,
     strict: Annotated[
         bool, typer.Option(help="Fail (exit 2) if any node is unsupported or has no static shape.")
     ] = False,
@@ -69,6 +92,7 @@ def report(
 ) -> None:
     """Cost every operator of MODEL and place it on the platform's roofline."""
     from onnxroof.analysis.analyze import analyze
+    from onnxroof.analysis.select import RowFilter, only_for
     from onnxroof.analysis.whatif import whatif_options
     from onnxroof.load.reader import parse_dim_bindings
     from onnxroof.measure.overlay import load_overlay
@@ -78,6 +102,8 @@ def report(
 
     with exit_on_errors(debug):
         chosen = chosen_format(output_format, output, REPORT_SUFFIXES, ReportFormat.table)
+        rows = RowFilter.of(op, exclude_op, name, top)
+        only_for(chosen in (ReportFormat.table, ReportFormat.csv), rows, level, "table and csv formats")
         analysis = analyze(
             model,
             platform=platform,
@@ -93,13 +119,23 @@ def report(
         if chosen is ReportFormat.json:
             emit(json_chunks(analysis) if measured is None else render_measured_json(analysis, measured), output)
         elif chosen is ReportFormat.csv:
-            emit(render_csv(analysis), output)
+            picked = (
+                (rows.kernels(analysis) if level is TableLevel.kernels else rows.nodes(analysis))
+                if rows.active
+                else None
+            )
+            emit(render_csv(analysis, level, picked), output)
         elif chosen is ReportFormat.html:
             from onnxroof.report.html import render_html
 
             emit(render_html(analysis, measured), output)
         else:
-            emit(lambda console: render_console(analysis, console, top, explain_fusion), output)
+            emit(
+                lambda console: render_console(
+                    analysis, console, top or 15, explain_fusion, rows=rows, verbose=verbose
+                ),
+                output,
+            )
 
 
 @app.command()
@@ -138,3 +174,22 @@ def rules(
             emit(render_rules_json(chosen), None)
         else:
             emit(lambda console: render_rules_table(chosen, console, full=op is not None), None)
+
+
+@app.command()
+def inspect(
+    model: Annotated[Path, typer.Argument(help="The ONNX model file.", show_default=False)],
+    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
+    output: OutputOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """A quick look at MODEL: inputs and dims to bind, opsets, op types, parameters, external data, KV cache."""
+    from onnxroof.report.inspect_view import render_inspect_console, render_inspect_json
+    from onnxroof.studies.inspection import inspect_model
+
+    with exit_on_errors(debug):
+        found = inspect_model(model)
+        if output_format is ListFormat.json:
+            emit(render_inspect_json(found), output)
+        else:
+            emit(lambda console: render_inspect_console(found, console), output)

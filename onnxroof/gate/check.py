@@ -68,6 +68,9 @@ class FindingResult:
 
     finding: Finding
     verdict: str
+    weight: float = field(default=0.0, compare=False)
+    """The predicted time of its nodes (:func:`~onnxroof.analysis.findings.finding_weights`): ranks the worst of
+    a kind first in the terminal view; not part of the JSON."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.finding.to_dict(), "verdict": self.verdict}
@@ -83,11 +86,13 @@ def evaluate(
     findings: Sequence[Finding],
     budget: Budget,
     baseline_latency_s: float | None = None,
+    weights: Sequence[float] | None = None,
 ) -> tuple[tuple[LimitResult, ...], tuple[FindingResult, ...]]:
     """Check ``totals`` (the JSON ``totals`` object) against ``budget``.
 
     ``platform_names`` are the platform's name and aliases (to pick its latency limit); ``unsupported`` the
-    number of nodes without a cost rule; ``baseline_latency_s`` a previous predicted latency to compare with
+    number of nodes without a cost rule; ``weights`` each finding's weight (carried on its result for the
+    terminal view's ranking); ``baseline_latency_s`` a previous predicted latency to compare with
     (``max_slowdown``, default 0: any slowdown fails).
     """
     results: list[LimitResult] = []
@@ -146,10 +151,10 @@ def evaluate(
             )
         )
     verdicts = []
-    for finding in findings:
+    for i, finding in enumerate(findings):
         verdict = budget.policy(finding)
         if verdict is not None:
-            verdicts.append(FindingResult(finding, verdict))
+            verdicts.append(FindingResult(finding, verdict, weights[i] if weights is not None else 0.0))
     return tuple(results), tuple(verdicts)
 
 
@@ -226,6 +231,7 @@ def check_model(
     :func:`onnxroof.gate.diff.load_baseline`). ``debug`` lets unexpected errors (bugs) propagate with their traceback.
     """
     from onnxroof.analysis.analyze import analyze
+    from onnxroof.analysis.catalog import finding_weights
     from onnxroof.analysis.document import to_dict
     from onnxroof.analysis.whatif import WhatIf
 
@@ -251,7 +257,8 @@ def check_model(
             baseline_latency = float(baseline["totals"]["latency_s"])
         unsupported = sum(len(ids) for ids in analysis.unsupported.values())
         findings = tuple(Finding.from_dict(f) for f in doc["findings"])
-        limits, verdicts = evaluate(doc["totals"], names, unsupported, findings, budget, baseline_latency)
+        weights = finding_weights(analysis, findings)
+        limits, verdicts = evaluate(doc["totals"], names, unsupported, findings, budget, baseline_latency, weights)
     except OnnxroofError as exc:
         return error_check(path, str(exc))
     except Exception as exc:  # a bug: reported on this model's row, the others still run

@@ -32,6 +32,7 @@ from onnxroof.core.units import seconds
 from onnxroof.core.version import __version__
 from onnxroof.gate.budget import LIMITS, SLOWDOWN, STATUS_ERROR, UNSUPPORTED, VERDICT_FAIL, Budget
 from onnxroof.gate.check import ModelCheck, overall_exit_code
+from onnxroof.report.columns import short_path
 from onnxroof.report.console import findings_view
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -68,10 +69,12 @@ def _limit_rules() -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------------------------- terminal
 
 
-def render_check_console(checks: Sequence[ModelCheck], console: Console) -> None:
-    """Per model: its limits (value, limit, verdict) and findings; a summary table when there are several."""
+def render_check_console(checks: Sequence[ModelCheck], console: Console, verbose: bool = False) -> None:
+    """Per model: its limits (value, limit, verdict) and findings (one line per kind and verdict unless
+    ``verbose``); a summary table when there are several. On a terminal, paths are shortened from the left."""
     for check in checks:
-        title = Text.assemble((check.path, "bold"), "  ", (check.status.upper(), _STATUS_STYLE[check.status]))
+        path = short_path(check.path, max(20, console.width // 2)) if console.is_terminal else check.path
+        title = Text.assemble((path, "bold"), "  ", (check.status.upper(), _STATUS_STYLE[check.status]))
         if check.platform:
             title.append(f"  on {check.platform_title} ({check.platform})", style="cyan")
         console.print(title)
@@ -94,7 +97,10 @@ def render_check_console(checks: Sequence[ModelCheck], console: Console) -> None
         else:
             console.print(Text("  no limits set (give --budget FILE or --max-... options)", style="dim"))
         findings = tuple(f.finding for f in check.findings)
-        console.print(findings_view(findings, tuple(f.verdict for f in check.findings)))
+        weights = tuple(f.weight for f in check.findings)
+        console.print(
+            findings_view(findings, tuple(f.verdict for f in check.findings), verbose=verbose, weights=weights)
+        )
         console.print()
     if len(checks) > 1:
         console.print(summary_table(checks))

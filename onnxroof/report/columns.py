@@ -37,3 +37,18 @@ def fit_columns(columns: Sequence[Column], width: int, reserved: int) -> tuple[C
             break
         kept.remove(column)
     return tuple(kept)
+
+
+def short_path(path: str, width: int) -> str:
+    """``path`` in at most ``width`` characters, shortened from the left at a folder boundary so the file name
+    stays whole: ``/very/long/tree/samples/x.onnx`` in 20 → ``…/samples/x.onnx``. A file name longer than
+    ``width`` is kept whole (``…/`` and the name): the name is the part a reader needs."""
+    if len(path) <= width:
+        return path
+    parts = path.replace("\\", "/").split("/")
+    kept = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(part) + len(kept) + 3 > width:  # "…/" + part + "/" + kept
+            break
+        kept = f"{part}/{kept}"
+    return f"…/{kept}"

@@ -1,4 +1,4 @@
-"""The analysis document as text: JSON (one long-list item per line) and CSV (one row per node)."""
+"""The analysis document as text: JSON (one long-list item per line) and CSV (one row per node or per kernel)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from onnxroof.analysis.analyze import Analysis
-from onnxroof.analysis.document import NODE_FIELDS, node_records, to_dict
+from onnxroof.analysis.document import NODE_FIELDS, kernel_records, node_records, to_dict
+from onnxroof.analysis.select import TableLevel
+from onnxroof.roofline.kernels import KernelResult
+
+#: The kernel CSV's columns: the JSON kernel fields (``patterns`` written as the ``pattern`` text).
+KERNEL_FIELDS = tuple("pattern" if name == "patterns" else name for name in KernelResult.FIELDS)
 
 
 def render_json(analysis: Analysis) -> str:
@@ -62,12 +67,27 @@ def csv_text(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def render_csv(analysis: Analysis) -> str:
-    """One row per node, the JSON node fields as columns (shapes as JSON text)."""
-    return csv_text(NODE_FIELDS, (_csv_node(row) for row in node_records(analysis)))
+def render_csv(analysis: Analysis, level: TableLevel = TableLevel.nodes, rows: Sequence[int] | None = None) -> str:
+    """One row per node (``level`` nodes: the JSON node fields, shapes as JSON text) or per kernel the runtime
+    launches (``kernels``: the JSON kernel fields, member lists as JSON text; their ``latency_s`` sum to the
+    predicted latency). ``rows``: the positions to write, in that order (a :class:`~onnxroof.analysis.select.
+    RowFilter`'s choice); None writes every row in order."""
+    if level is TableLevel.kernels:
+        records: Iterable[dict[str, Any]] = kernel_records(analysis)
+        fields, fix = KERNEL_FIELDS, _KERNEL_LISTS
+    else:
+        records, fields, fix = node_records(analysis), NODE_FIELDS, _NODE_LISTS
+    if rows is not None:
+        every = list(records)
+        records = (every[row] for row in rows)
+    return csv_text(fields, (_json_cells(record, fix) for record in records))
 
 
-def _csv_node(row: dict[str, Any]) -> dict[str, Any]:
-    row["input_shapes"] = json.dumps(row["input_shapes"])
-    row["output_shapes"] = json.dumps(row["output_shapes"])
+_NODE_LISTS: tuple[str, ...] = ("input_shapes", "output_shapes")
+_KERNEL_LISTS: tuple[str, ...] = ("node_ids", "op_types", "folded_nodes")
+
+
+def _json_cells(row: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    for key in keys:
+        row[key] = json.dumps(row[key])
     return row
