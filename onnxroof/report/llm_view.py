@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from onnxroof.analysis.document import sustained_fields
+from onnxroof.analysis.whatif import WEIGHT_ONLY_GROUP, WEIGHT_ONLY_SCALE_BYTES, weight_only_itemsize
 from onnxroof.core.units import percent, seconds, si
 from onnxroof.platform.model import Platform
 from onnxroof.report.charts import figure_bytes, frame, plain_text
@@ -33,6 +34,9 @@ CSV_FIELDS = (
     "memory_bound_share",
     "top_kernel",
     "unsupported",
+    "batch",
+    "tokens_per_s_per_sequence",
+    "tokens_per_s_aggregate",
 )
 
 
@@ -62,12 +66,15 @@ def llm_dict(result: LLMResult) -> dict[str, Any]:
         "fusion_profile": result.fusion_profile,
         **({"sustained": sustained_fields(roofs)} if (roofs := result.analyses[0].platform).sustained else {}),
         "precision": result.precision,
+        "kv_precision": result.kv_precision,
+        "weights": _weights_dict(result),
         "prompt": result.prompt,
         "generate": result.generate,
         "batch": result.batch,
         "ttft_s": result.ttft_s,
         "tpot_s": result.tpot_s,
-        "tokens_per_s": result.tokens_per_s,
+        "tokens_per_s_per_sequence": result.tokens_per_s_per_sequence,
+        "tokens_per_s_aggregate": result.tokens_per_s_aggregate,
         "decode_first_s": result.decode_first_s,
         "decode_last_s": result.decode_last_s,
         "decode_total_s": result.decode_total_s,
@@ -82,8 +89,9 @@ def llm_dict(result: LLMResult) -> dict[str, Any]:
             "layers": cache.layers,
             "kv_heads": cache.kv_heads,
             "head_dim": cache.head_dim,
-            "dtype": cache.dtype,
-            "bytes_per_token": cache.bytes_per_token,
+            "dtype": result.kv_dtype or cache.dtype,
+            "stored_dtype": cache.dtype,
+            "bytes_per_token": _kv_per_token(result),
             "dims": dict(cache.roles),
             "branch_input": cache.branch,
         },
@@ -93,10 +101,49 @@ def llm_dict(result: LLMResult) -> dict[str, Any]:
             "fits": "unknown" if memory.fits is None else memory.fits,
             "max_batch": memory.max_batch,
             "max_context": memory.max_context,
+            "max_context_limited_by": memory.context_limited_by,
+            "context_limit": None
+            if (limit := memory.context_limit) is None
+            else {"tokens": limit.tokens, "source": str(limit.source), "detail": limit.detail},
         },
+        "batch_search": _search_dict(result),
         "prefill": _phase(result.prefill),
         "decode": [_phase(p) for p in result.decode],
-        "warnings": list(result.warnings),
+        "warnings": [*filter(None, [context_warning(result)]), *result.warnings],
+    }
+
+
+def _kv_per_token(result: LLMResult) -> float:
+    """Cache bytes per token per sequence at the dtype counted: ``kv_cache_bytes / ((prompt + generate) · batch)``."""
+    return result.kv_cache_bytes / ((result.prompt + result.generate) * result.batch)
+
+
+def _weights_dict(result: LLMResult) -> dict[str, Any] | None:
+    if result.weights is None:
+        return None
+    return {
+        "quantization": result.weights,
+        "bytes_per_weight": weight_only_itemsize(result.weights),
+        "group_size": WEIGHT_ONLY_GROUP,
+        "scale_bytes": WEIGHT_ONLY_SCALE_BYTES,
+    }
+
+
+def _search_dict(result: LLMResult) -> dict[str, Any] | None:
+    search = result.search
+    if search is None:
+        return None
+    found = search.found
+    return {
+        "max_ttft_s": search.max_ttft_s,
+        "max_tpot_s": search.max_tpot_s,
+        "batch": search.batch,
+        "limited_by": str(search.limited_by),
+        "bound": search.bound,
+        "ttft_s": found.ttft_s if found else None,
+        "tpot_s": found.tpot_s if found else None,
+        "kv_cache_bytes": _kv_per_token(result) * (result.prompt + result.generate) * search.batch,
+        "evaluated": [{"batch": p.batch, "ttft_s": p.ttft_s, "tpot_s": p.tpot_s} for p in search.evaluated],
     }
 
 
@@ -121,9 +168,31 @@ def render_llm_csv(result: LLMResult) -> str:
                 "memory_bound_share": point.memory_bound_share,
                 "top_kernel": f"{top.id} ({'+'.join(top.op_types)})" if top else "",
                 "unsupported": ";".join(point.unsupported),
+                "batch": result.batch,
+                "tokens_per_s_per_sequence": result.tokens_per_s_per_sequence,
+                "tokens_per_s_aggregate": result.tokens_per_s_aggregate,
             }
         )
     return csv_text(CSV_FIELDS, rows)
+
+
+def _context_text(result: LLMResult) -> str:
+    """The largest context and what set it (the memory, or the model's own limit and where it was read)."""
+    m = result.memory
+    limit = m.context_limit
+    if m.context_limited_by == "model" and limit is not None:
+        return f"{m.max_context} (the model's limit: {limit.source}, {limit.detail})"
+    if limit is not None:
+        return f"{m.max_context} (memory; the model's limit is {limit.tokens}, {limit.source})"
+    return f"{m.max_context} (memory; no model limit found)"
+
+
+def context_warning(result: LLMResult) -> str:
+    """A line when the run's context exceeds the model's own limit (empty otherwise)."""
+    limit, context = result.memory.context_limit, result.prompt + result.generate
+    if limit is None or context <= limit.tokens:
+        return ""
+    return f"prompt + generate = {context} tokens exceeds the model's context limit, {limit.text}"
 
 
 def memory_line(result: LLMResult) -> str:
@@ -131,11 +200,58 @@ def memory_line(result: LLMResult) -> str:
     m = result.memory
     need = f"weights {si(m.weight_bytes, 'B')} + KV cache {si(m.kv_cache_bytes, 'B')} = {si(m.needed_bytes, 'B')}"
     if m.capacity_bytes is None:
-        return f"memory: {need}; the platform's capacity is unknown: fit not checked"
+        limit = f"; the model's context limit: {m.context_limit.text}" if m.context_limit else ""
+        return f"memory: {need}; the platform's capacity is unknown: fit not checked{limit}"
     verdict = "fits" if m.fits else "does NOT fit"
     return (
         f"memory: {need} {verdict} in {si(m.capacity_bytes, 'B')}; largest batch at context "
-        f"{result.prompt + result.generate}: {m.max_batch}; largest context at batch {result.batch}: {m.max_context}"
+        f"{result.prompt + result.generate}: {m.max_batch}; largest context at batch {result.batch}: "
+        f"{_context_text(result)}"
+    )
+
+
+def throughput_line(result: LLMResult) -> str:
+    """Tokens per second, labelled: per sequence, and aggregate over the batch."""
+    per = f"{result.tokens_per_s_per_sequence:.3g} tokens/s per sequence"
+    if result.batch == 1:
+        return per
+    return f"{per}, {result.tokens_per_s_aggregate:.3g} tokens/s aggregate (batch {result.batch})"
+
+
+def search_line(result: LLMResult) -> str:
+    """The batch search in one sentence (empty when no target was given)."""
+    search = result.search
+    if search is None:
+        return ""
+    targets = " and ".join(
+        f"{name} ≤ {seconds(value)}"
+        for name, value in (("time to first token", search.max_ttft_s), ("time per token", search.max_tpot_s))
+        if value is not None
+    )
+    tried = f"{len(search.evaluated)} batch sizes predicted"
+    found = search.found
+    if search.batch == 0 or found is None:
+        return f"largest batch with {targets}: none ({search.limited_by}; {tried})"
+    context = result.prompt + result.generate
+    kv = _kv_per_token(result) * context * search.batch
+    figures = [f"time to first token {seconds(found.ttft_s)}" if found.ttft_s is not None else "",
+               f"time per token {seconds(found.tpot_s)}" if found.tpot_s is not None else "",
+               f"{search.batch / found.tpot_s:.3g} tokens/s aggregate in decode" if found.tpot_s else "",
+               f"KV cache {si(kv, 'B')} at context {context}"]  # fmt: skip
+    return (
+        f"largest batch with {targets}: {search.batch} ({', '.join(f for f in figures if f)}; limited by "
+        f"{search.limited_by}, searched 1…{search.bound}; {tried})"
+    )
+
+
+def weights_line(result: LLMResult) -> str:
+    """The weight-only quantization applied, with its stated layout (empty when none)."""
+    if result.weights is None:
+        return ""
+    size = weight_only_itemsize(result.weights)
+    return (
+        f"weights: {result.weights} weight-only ({size:g} B per weight: {result.weights} + one "
+        f"{WEIGHT_ONLY_SCALE_BYTES}-byte scale per {WEIGHT_ONLY_GROUP}; activations and the KV cache unchanged)"
     )
 
 
@@ -164,7 +280,7 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
     )
     console.print(
         f"time to first token {seconds(result.ttft_s)}  ·  time per output token {seconds(result.tpot_s)}  ·  "
-        f"{result.tokens_per_s:.3g} tokens/s  ·  decode {seconds(result.decode_first_s)} → "
+        f"{throughput_line(result)}  ·  decode {seconds(result.decode_first_s)} → "
         f"{seconds(result.decode_last_s)} ({result.interpolation}, {len(result.decode)} steps analyzed)",
         markup=False,
         highlight=False,
@@ -174,13 +290,17 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
     if roofs:
         console.print(roofs, markup=False, highlight=False, soft_wrap=True)
     console.print(
-        f"KV cache: {c.layers} layers × {c.kv_heads} KV heads × {c.head_dim} head dim, {c.dtype}: "
-        f"{si(c.bytes_per_token, 'B')}/token, {si(result.kv_cache_bytes, 'B')} after {result.prompt + result.generate} "
-        f"tokens; weights {si(result.weight_bytes, 'B')} ({si(result.params)} params)",
+        f"KV cache: {c.layers} layers × {c.kv_heads} KV heads × {c.head_dim} head dim, {result.kv_dtype or c.dtype}: "
+        f"{si(_kv_per_token(result), 'B')}/token per sequence, {si(result.kv_cache_bytes, 'B')} after "
+        f"{result.prompt + result.generate} tokens × batch {result.batch}; weights {si(result.weight_bytes, 'B')} "
+        f"({si(result.params)} params)",
         markup=False,
         highlight=False,
         soft_wrap=True,
     )
+    for line in (weights_line(result), search_line(result)):
+        if line:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     rows = []
     for p in (result.prefill, *result.decode):
         top = p.top_kernels[0] if p.top_kernels else None
@@ -201,6 +321,8 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
         table.add_row(*row)
     console.print(table)
     console.print(memory_line(result), markup=False, highlight=False, soft_wrap=True)
+    if warning := context_warning(result):
+        console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for phase, ops in result.unsupported.items():
         if ops:
             console.print(f"unsupported in {phase}: {', '.join(ops)}", style="yellow", markup=False)
@@ -251,6 +373,10 @@ def render_llm_html(result: LLMResult) -> str:
         r=result,
         data=llm_dict(result),
         memory=memory_line(result),
+        context_warning=context_warning(result),
+        weights=weights_line(result),
+        search=search_line(result),
+        kv_per_token=_kv_per_token(result),
         roofs=roofs_text(prefill.platform),
         token_chart=Markup(_svg(token_time_figure(result))),
         roofline=Markup(_svg(roof)),
