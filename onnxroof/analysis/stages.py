@@ -284,17 +284,23 @@ def fuse(costed: CostedModel, profile: str) -> FusedModel:
     graph = FusionGraph(ir, costs)
     fusion, run = fuse_with_bodies(ir, costs, profile, graph)
     captured = graph_captured(profile)
-    position = graph.position
+    op_of, position = graph.ops, graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
-    for item in run:
-        kernel, ops = item.kernel, item.ops
+    for row, kernel in enumerate(fusion.kernels):
+        if run is None:  # no control-flow body: every kernel's members are nodes of the IR
+            ops = [op_of[n] for n in kernel.node_ids]
+            anchors.append(position[kernel.node_ids[0]])
+            single = len(kernel.node_ids) == 1
+            launches.append(0 if captured else costs[kernel.node_ids[0]].launches if single else 1)
+        else:
+            ops = list(run[row].ops)
+            anchors.append(position[run[row].anchor])
+            launches.append(0 if captured else run[row].launches)
         types = tuple(op.op_type for op in ops)
         types = type_lists.setdefault(types, types)
         op_types.append(types)
         descriptors.append(describe(ops, kernel.patterns, types))
-        anchors.append(position[item.anchor])
-        launches.append(0 if captured else item.launches)
         int8.append(bool(QDQ_PATTERNS.intersection(kernel.patterns)))
     return FusedModel(
         costed=costed,

@@ -104,22 +104,14 @@ def _body_kernels(
 
 def fuse_with_bodies(
     ir: ModelIR, costs: Mapping[str, NodeCost], profile: str, graph: FusionGraph | None = None
-) -> tuple[FusionResult, tuple[RunKernel, ...]]:
+) -> tuple[FusionResult, tuple[RunKernel, ...] | None]:
     """Fuse ``ir`` under ``profile`` and expand control-flow bodies (see the module docstring): the result with
-    the kernels renumbered and the bodies' misses added, and each kernel with its ops, anchor and launches."""
+    the kernels renumbered and the bodies' misses added, and each kernel with its ops, anchor and launches; None
+    instead of those when no kernel has a body (the result is then :func:`~onnxroof.fusion.fuse.fuse`'s own, each
+    kernel's members in ``ir``)."""
     fusion = fuse(ir, costs, profile, graph)
     if not any(costs[k.node_ids[0]].body is not None for k in fusion.kernels if len(k.node_ids) == 1):
-        ops = graph.ops if graph is not None else {op.id: op for op in ir.ops}
-        run = tuple(
-            RunKernel(
-                k,
-                tuple(ops[n] for n in k.node_ids),
-                k.node_ids[0],
-                float(costs[k.node_ids[0]].launches if len(k.node_ids) == 1 else 1),
-            )
-            for k in fusion.kernels
-        )
-        return fusion, run
+        return fusion, None
     misses: list[Miss] = []
     expanded = _expand(fusion, ir, costs, profile, None, "", 1, misses)
     renumbered = tuple(
