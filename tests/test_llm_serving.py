@@ -62,7 +62,7 @@ def test_the_table_json_and_csv_label_both_rates() -> None:
     header = csv[0].split(",")
     assert {"batch", "tokens_per_s_per_sequence", "tokens_per_s_aggregate"} <= set(header)
     html = runner.invoke(app, [*base, "--format", "html"]).stdout
-    assert "tokens / s per sequence" in html and "tokens / s aggregate (batch 4)" in html
+    assert "Tokens/s per sequence" in html and "Tokens/s aggregate" in html and "batch 4 × per sequence" in html
 
 
 # ------------------------------------------------------------------------------------------- --kv-precision

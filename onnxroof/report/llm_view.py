@@ -1,14 +1,14 @@
 """Views of an :class:`~onnxroof.studies.llm.LLMResult`: a terminal table, JSON, CSV (a row per analyzed step)
-and a self-contained HTML page (time per token against context length; prefill and decode kernels on one
-roofline, both inline SVG)."""
+and a self-contained HTML page in the report's design (:func:`render_llm_html`)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -17,12 +17,11 @@ from onnxroof.analysis.document import sustained_fields
 from onnxroof.analysis.whatif import WEIGHT_ONLY_GROUP, WEIGHT_ONLY_SCALE_BYTES, weight_only_itemsize
 from onnxroof.core.units import percent, seconds, si
 from onnxroof.platform.model import Platform
-from onnxroof.report.charts import figure_bytes, frame, plain_text
 from onnxroof.report.data import csv_text, dumps_document
-from onnxroof.report.plot import figure as roofline_figure
+from onnxroof.report.html import _number, kernel_label, render_html
 from onnxroof.studies.llm import LLMResult, PhasePoint
 
-TEMPLATE = Path(__file__).with_name("templates") / "llm.html.j2"
+TEMPLATE = Path(__file__).with_name("templates") / "llm_section.html.j2"
 CSV_FIELDS = (
     "phase",
     "past",
@@ -210,12 +209,18 @@ def memory_line(result: LLMResult) -> str:
     )
 
 
+def rate(value: float) -> str:
+    """A tokens/s figure as the report formats numbers: three significant digits, thousands separated
+    (``7,211``, ``1,080,000``, ``52.4``), never an exponent."""
+    return _number(float(f"{value:.3g}"))
+
+
 def throughput_line(result: LLMResult) -> str:
     """Tokens per second, labelled: per sequence, and aggregate over the batch."""
-    per = f"{result.tokens_per_s_per_sequence:.3g} tokens/s per sequence"
+    per = f"{rate(result.tokens_per_s_per_sequence)} tokens/s per sequence"
     if result.batch == 1:
         return per
-    return f"{per}, {result.tokens_per_s_aggregate:.3g} tokens/s aggregate (batch {result.batch})"
+    return f"{per}, {rate(result.tokens_per_s_aggregate)} tokens/s aggregate (batch {result.batch})"
 
 
 def search_line(result: LLMResult) -> str:
@@ -236,7 +241,7 @@ def search_line(result: LLMResult) -> str:
     kv = _kv_per_token(result) * context * search.batch
     figures = [f"time to first token {seconds(found.ttft_s)}" if found.ttft_s is not None else "",
                f"time per token {seconds(found.tpot_s)}" if found.tpot_s is not None else "",
-               f"{search.batch / found.tpot_s:.3g} tokens/s aggregate in decode" if found.tpot_s else "",
+               f"{rate(search.batch / found.tpot_s)} tokens/s aggregate in decode" if found.tpot_s else "",
                f"KV cache {si(kv, 'B')} at context {context}"]  # fmt: skip
     return (
         f"largest batch with {targets}: {search.batch} ({', '.join(f for f in figures if f)}; limited by "
@@ -328,56 +333,125 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
             console.print(f"unsupported in {phase}: {', '.join(ops)}", style="yellow", markup=False)
 
 
-def _svg(fig) -> str:
-    text = figure_bytes(fig, "svg").decode("utf-8")
-    return text[text.index("<svg") :]
+def _steps(result: LLMResult) -> list[dict[str, Any]]:
+    """The analyzed steps with their slowest kernels named as the report names them (the anchor node's name and
+    how many nodes it fused), so that two GroupQueryAttention kernels read as their layers."""
+    steps = []
+    for point, analysis in zip((result.prefill, *result.decode), result.analyses, strict=True):
+        nodes = {n.id: n for n in analysis.nodes}
+        by_id = {k.id: k for k in analysis.kernels}
+        kernels = [
+            {
+                "name": kernel_label(by_id[k.id], nodes) if k.id in by_id else k.id,
+                "ops": " + ".join(k.op_types),
+                "latency_s": k.latency_s,
+                "bound": str(k.bound),
+            }
+            for k in point.top_kernels[:3]
+        ]
+        steps.append(
+            {
+                "phase": point.phase,
+                "context": point.past + point.new,
+                "latency_s": point.latency_s,
+                "flops": point.flops,
+                "bytes": point.bytes,
+                "memory_bound_share": point.memory_bound_share,
+                "kernels": kernels,
+            }
+        )
+    return steps
 
 
-def token_time_figure(result: LLMResult):
-    """Decode-step latency against context length (the analyzed steps; the line between them is what is summed)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 3.6), dpi=100, layout="constrained")
-    ax = fig.subplots()
-    frame(ax, which="major")
-    xs = [p.past + 1 for p in result.decode]
-    ax.plot(xs, [1e3 * p.latency_s for p in result.decode], marker="o", color="#2f6db5", label="decode step")
-    ax.axhline(1e3 * result.tpot_s, color="#e8731c", linestyle="--", linewidth=1, label="mean (time per token)")
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("time per token (ms)")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(plain_text(f"{Path(result.model).name} on {result.platform}"), fontsize=10, loc="left")
-    return fig
+_CHART_W, _CHART_H, _PAD_L, _PAD_R, _PAD_T, _PAD_B = 460, 210, 58, 12, 10, 36
 
 
-def _name_phases(fig, names: tuple[str, str]) -> None:
-    """Prefix the roofline legend's two entries (one per analysis, platform text) with the phase they show."""
-    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
-    for legend in filter(None, legends):
-        texts = legend.get_texts()
-        if len(texts) >= 2:
-            for text, name in zip(texts, names, strict=False):
-                text.set_text(f"{name}: {text.get_text()}")
-            return
+def token_chart(result: LLMResult) -> str:
+    """Decode-step latency against context length as a small inline SVG in the report's chart style: the analyzed
+    steps (points) and the line between them (what is summed), the mean (time per output token) dashed.
+
+    ``x = pad + (context − c₀) / (c₁ − c₀) · width``, ``y = pad + (1 − t / t_max) · height`` with ``t_max`` 1.1 × the
+    slowest step (the axis starts at 0)."""
+    points = [(p.past + 1, p.latency_s) for p in result.decode]
+    c0, c1 = points[0][0], points[-1][0]
+    top = 1.1 * max(max(t for _, t in points), result.tpot_s) or 1.0
+    width, height = _CHART_W - _PAD_L - _PAD_R, _CHART_H - _PAD_T - _PAD_B
+
+    def x(c: float) -> float:
+        return _PAD_L + ((c - c0) / (c1 - c0) if c1 > c0 else 0.5) * width
+
+    def y(t: float) -> float:
+        return _PAD_T + (1 - t / top) * height
+
+    line = " ".join(f"{x(c):.1f},{y(t):.1f}" for c, t in points)
+    parts = [
+        f'<svg viewBox="0 0 {_CHART_W} {_CHART_H}" role="img" aria-label="time per token against context length">',
+        f'<rect class="frame" x="{_PAD_L}" y="{_PAD_T}" width="{width}" height="{height}" fill="none" '
+        'stroke="#c9ced8"/>',
+    ]
+    for share in (0.0, 0.5, 1.0):
+        t = share * top / 1.1
+        parts.append(
+            f'<g class="grid"><line x1="{_PAD_L}" x2="{_PAD_L + width}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
+            f'stroke="#e6e9ef"/></g><g class="axis"><text x="{_PAD_L - 6}" y="{y(t) + 4:.1f}" text-anchor="end" '
+            f'font-size="11">{escape(seconds(t))}</text></g>'
+        )
+    for c in sorted({c0, c1}):
+        parts.append(
+            f'<g class="axis"><text x="{x(c):.1f}" y="{_PAD_T + height + 16}" text-anchor="middle" '
+            f'font-size="11">{c:,}</text></g>'
+        )
+    parts.append(
+        f'<text class="axis-title" x="{_PAD_L + width / 2:.1f}" y="{_CHART_H - 4}" text-anchor="middle" '
+        'font-size="11">context length (tokens)</text>'
+    )
+    parts.append(
+        f'<line x1="{_PAD_L}" x2="{_PAD_L + width}" y1="{y(result.tpot_s):.1f}" y2="{y(result.tpot_s):.1f}" '
+        'stroke="#e8731c" stroke-dasharray="5 4"><title>time per output token (mean)</title></line>'
+    )
+    parts.append(f'<polyline points="{line}" fill="none" stroke="#2f6db5" stroke-width="2"/>')
+    parts.extend(
+        f'<circle class="step" cx="{x(c):.1f}" cy="{y(t):.1f}" r="3.5" fill="#2f6db5">'
+        f"<title>context {c:,}: {escape(seconds(t))}</title></circle>"
+        for c, t in points
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+_MAIN = '<main class="wrap">'
 
 
 def render_llm_html(result: LLMResult) -> str:
-    """A self-contained page: the figures, the two charts, the steps and their top kernels."""
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(si=si, seconds=seconds, percent=percent)
-    prefill, last = result.analyses[0], result.analyses[-1]
-    roof = roofline_figure([prefill, last], title=f"prefill and decode (context {result.prompt + result.generate})")
-    _name_phases(roof, ("prefill", f"decode at context {result.prompt + result.generate}"))
-    return env.from_string(TEMPLATE.read_text(encoding="utf-8")).render(
-        r=result,
-        data=llm_dict(result),
-        memory=memory_line(result),
-        context_warning=context_warning(result),
-        weights=weights_line(result),
-        search=search_line(result),
-        kv_per_token=_kv_per_token(result),
-        roofs=roofs_text(prefill.platform),
-        token_chart=Markup(_svg(token_time_figure(result))),
-        roofline=Markup(_svg(roof)),
+    """A self-contained page in the report's design: the report of the decode step at the final context (its
+    interactive roofline with tooltips, its kernel table, the roofs used: :func:`onnxroof.report.html.render_html`)
+    with the LLM's figures set above it (time to first token, time per token, tokens/s per sequence and aggregate,
+    the KV cache, memory, the batch search, the steps analyzed with their slowest kernels named by layer, time per
+    token against context length). The added part has no script and no style: the page's CSP is unchanged."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE.parent),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
+    env.filters.update(si=si, seconds=seconds, percent=percent)
+    section = env.get_template("llm_section.html.j2").render(
+        r=result,
+        number=_number,
+        rate=rate,
+        kv_dtype=result.kv_dtype or result.cache.dtype,
+        kv_per_token=_kv_per_token(result),
+        memory=memory_line(result).removeprefix("memory: "),
+        context_warning=context_warning(result),
+        weights=weights_line(result).removeprefix("weights: "),
+        search=search_line(result),
+        roofs=roofs_text(result.analyses[0].platform).removeprefix("roofs: "),
+        token_chart=Markup(token_chart(result)),
+        steps=_steps(result),
+    )
+    page = render_html(result.analyses[-1])
+    title = f"LLM serving: {Path(result.model).name} on {result.platform} — onnxroof"
+    page = re.sub(r"<title>.*?</title>", lambda _: f"<title>{escape(title)}</title>", page, count=1, flags=re.S)
+    at = page.index(_MAIN) + len(_MAIN)
+    return page[:at] + "\n" + section + page[at:]
