@@ -18,7 +18,7 @@ from onnxroof.analysis.whatif import WEIGHT_ONLY_GROUP, WEIGHT_ONLY_SCALE_BYTES,
 from onnxroof.core.units import percent, seconds, si
 from onnxroof.platform.model import Platform
 from onnxroof.report.data import csv_text, dumps_document
-from onnxroof.report.html import _number, kernel_label, render_html
+from onnxroof.report.html import kernel_label, render_html
 from onnxroof.studies.llm import LLMResult, PhasePoint
 
 TEMPLATE = Path(__file__).with_name("templates") / "llm_section.html.j2"
@@ -209,10 +209,16 @@ def memory_line(result: LLMResult) -> str:
     )
 
 
+def number(value: float) -> str:
+    """A plain number as the report writes one: three significant digits, thousands separated at 1,000 and over
+    (``83``, ``2.3``, ``7,211``)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def rate(value: float) -> str:
     """A tokens/s figure as the report formats numbers: three significant digits, thousands separated
     (``7,211``, ``1,080,000``, ``52.4``), never an exponent."""
-    return _number(float(f"{value:.3g}"))
+    return number(float(f"{value:.3g}"))
 
 
 def throughput_line(result: LLMResult) -> str:
@@ -438,7 +444,7 @@ def render_llm_html(result: LLMResult) -> str:
     env.filters.update(si=si, seconds=seconds, percent=percent)
     section = env.get_template("llm_section.html.j2").render(
         r=result,
-        number=_number,
+        number=number,
         rate=rate,
         kv_dtype=result.kv_dtype or result.cache.dtype,
         kv_per_token=_kv_per_token(result),
