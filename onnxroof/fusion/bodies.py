@@ -43,7 +43,7 @@ class RunKernel:
     kernel: Kernel
     ops: tuple[OpView, ...]
     anchor: str
-    launches: float
+    launches: int
 
 
 def _scaled(cost: Cost, times: int) -> Cost:
@@ -84,7 +84,7 @@ def _expand(
                 ideal=_scaled(kernel.ideal, times),
             )
         out.append(RunKernel(kernel, tuple(ops[n] for n in kernel_members(kernel, prefix)), anchor or first,
-                             float(launches * times)))  # fmt: skip
+                             launches * times))  # fmt: skip
     return out
 
 
