@@ -112,3 +112,19 @@ def test_merged_and_unmerged_optimum_decoders_agree() -> None:
     )
     assert merged.ttft_s == pytest.approx(plain.ttft_s - concat_s, rel=0.02)
     assert merged.ttft_s < plain.ttft_s
+
+
+def test_every_view_of_a_report_shows_body_kernels(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from onnxroof.cli import app
+
+    path = tmp_path / "bodies.onnx"
+    onnx.save(onnx.parser.parse_model(BODIES), path)
+    runner = CliRunner()
+    table = runner.invoke(app, ["report", str(path), "-p", "a100", "--fusion", "none"])
+    assert table.exit_code == 0, table.output
+    assert "If/then_branch/" in table.output  # the top-kernels table names a body kernel by its path
+    for fmt in ("json", "csv", "html"):  # the CSV is a row per node (the If, the Loop): no kernel names
+        out = runner.invoke(app, ["report", str(path), "-p", "a100", "--format", fmt])
+        assert out.exit_code == 0 and ("/then_branch/0:MatMul" in out.stdout or fmt == "csv")
