@@ -42,8 +42,8 @@ from onnxroof.core.states import NodeState, OpClass, Role
 from onnxroof.costing.node import CostCache, cost_node
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
+from onnxroof.fusion.bodies import fuse_with_bodies
 from onnxroof.fusion.descriptor import describe
-from onnxroof.fusion.fuse import fuse as fuse_kernels
 from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
 from onnxroof.load.reader import LoadedModel, ModelFile, load_model, read_file
@@ -276,25 +276,31 @@ class FusedModel:
 
 
 def fuse(costed: CostedModel, profile: str) -> FusedModel:
-    """Group ``costed``'s nodes into the kernels of fusion ``profile`` (:func:`onnxroof.fusion.fuse.fuse`) and
-    describe each kernel (:func:`describe`)."""
+    """Group ``costed``'s nodes into the kernels of fusion ``profile`` (:func:`onnxroof.fusion.fuse.fuse`), the
+    bodies of If/Loop/Scan nodes fused the same way and their kernels put in the node's place
+    (:func:`onnxroof.fusion.bodies.fuse_with_bodies`), and describe each kernel (:func:`describe`)."""
     ir = costed.bound.ir
     costs = {op.id: node_cost for op, node_cost in zip(ir.ops, costed.node_costs, strict=True)}
     graph = FusionGraph(ir, costs)
-    fusion = fuse_kernels(ir, costs, profile, graph)
+    fusion, run = fuse_with_bodies(ir, costs, profile, graph)
     captured = graph_captured(profile)
     op_of, position = graph.ops, graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
-    for kernel in fusion.kernels:
-        ops = [op_of[n] for n in kernel.node_ids]
+    for row, kernel in enumerate(fusion.kernels):
+        if run is None:  # no control-flow body: every kernel's members are nodes of the IR
+            ops = [op_of[n] for n in kernel.node_ids]
+            anchors.append(position[kernel.node_ids[0]])
+            single = len(kernel.node_ids) == 1
+            launches.append(0 if captured else costs[kernel.node_ids[0]].launches if single else 1)
+        else:
+            ops = list(run[row].ops)
+            anchors.append(position[run[row].anchor])
+            launches.append(0 if captured else run[row].launches)
         types = tuple(op.op_type for op in ops)
         types = type_lists.setdefault(types, types)
         op_types.append(types)
         descriptors.append(describe(ops, kernel.patterns, types))
-        anchors.append(position[kernel.node_ids[0]])
-        single = len(kernel.node_ids) == 1
-        launches.append(0 if captured else costs[kernel.node_ids[0]].launches if single else 1)
         int8.append(bool(QDQ_PATTERNS.intersection(kernel.patterns)))
     return FusedModel(
         costed=costed,

@@ -46,6 +46,7 @@ from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.ir import Restate, TensorInfo
 from onnxroof.core.protos import node_id
 from onnxroof.core.states import Role
+from onnxroof.costing.node import BUFFER_NAME
 from onnxroof.platform.model import Platform
 
 ELEMENT_SIZE: Mapping[str, float] = MappingProxyType(
@@ -101,6 +102,13 @@ class WhatIf:
     peak: bool = False
     """Draw the roofline from the datasheet figures as given (``--peak``) rather than the platform's
     ``[sustained]`` shares of them (:mod:`onnxroof.platform.model`)."""
+    kv_precision: str | None = None
+    """The KV cache's own precision (``llm --kv-precision``): the tensors named in ``kv_tensors`` are restated at
+    it, after ``precision`` (see :func:`make_restate`)."""
+    kv_tensors: frozenset[str] = frozenset()
+    """The KV cache's tensors (past inputs, present outputs) ``kv_precision`` restates."""
+    weights: str | None = None
+    """Weight-only quantization of a float graph (``llm --weights int4|int8``): see :func:`weight_only_itemsize`."""
 
     @classmethod
     def of(
@@ -134,6 +142,8 @@ class WhatIf:
             "compress_mem": self.compress_mem,
             "skip_compute": self.skip_compute,
             **({"peak": True} if self.peak else {}),
+            **({"kv_precision": self.kv_precision} if self.kv_precision else {}),
+            **({"weights": self.weights} if self.weights else {}),
         }
 
 
@@ -288,18 +298,55 @@ def tensor_densities(graph: onnx.GraphProto, plan: WhatIf) -> DensityMap:
     return DensityMap(MappingProxyType(as_weight), MappingProxyType(written), MappingProxyType(as_input))
 
 
+WEIGHT_ONLY_BITS: Mapping[str, int] = MappingProxyType({"int4": 4, "int8": 8})
+"""Weight widths of ``--weights`` (weight-only quantization)."""
+WEIGHT_ONLY_GROUP = 128
+"""assumed: one scale per 128 weights along the reduction axis (the group size GenAI's int4 builder, AWQ and GPTQ
+default to), each scale a 2-byte fp16, no zero point (symmetric)."""
+WEIGHT_ONLY_SCALE_BYTES = 2
+
+
+def weight_only_itemsize(weights: str) -> float:
+    """Bytes per weight element under weight-only quantization at ``weights`` (``int4``/``int8``):
+    ``bits / 8 + scale_bytes / group`` = ``4/8 + 2/128 = 0.515625`` B (int4), ``8/8 + 2/128 = 1.015625`` B (int8)."""
+    if weights not in WEIGHT_ONLY_BITS:
+        raise WhatIfError(f"--weights {weights!r}: expected one of {', '.join(WEIGHT_ONLY_BITS)}")
+    return WEIGHT_ONLY_BITS[weights] / 8 + WEIGHT_ONLY_SCALE_BYTES / WEIGHT_ONLY_GROUP
+
+
+def _is_float(tensor: TensorInfo) -> bool:
+    return tensor.dtype.startswith(("float", "bfloat"))
+
+
 def make_restate(plan: WhatIf, densities: DensityMap) -> Restate | None:
-    """The per-tensor restatement for ``plan`` (None when it changes nothing): element size of the plan's
-    precision for floating-point tensors, then the compressed size ``min(s, s·d + 1/8)`` when ``compress_mem``."""
+    """The per-tensor restatement for ``plan`` (None when it changes nothing), in this order:
+
+    1. ``precision``: element size (and dtype) of the plan's precision for floating-point tensors;
+    2. ``kv_precision``: the KV cache's tensors (``kv_tensors``, floating point) at that precision's element size
+       and dtype, whatever ``precision`` says;
+    3. ``weights``: every floating-point weight of rank ≥ 2 (the projections, embeddings, lm_head; not norms,
+       biases or the rotary cos/sin tables, :data:`~onnxroof.costing.node.BUFFER_NAME`) at
+       :func:`weight_only_itemsize` bytes per element, its dtype kept (the math runs at the activations'
+       precision after dequantization); activations and the cache keep theirs;
+    4. the compressed size ``min(s, s·d + 1/8)`` when ``compress_mem``."""
     size = ELEMENT_SIZE[plan.precision] if plan.precision else None
     dtype = DTYPE_OF_PRECISION[plan.precision] if plan.precision else None
+    kv = (ELEMENT_SIZE[plan.kv_precision], DTYPE_OF_PRECISION[plan.kv_precision]) if plan.kv_precision else None
+    kv_names = plan.kv_tensors
+    weight_size = weight_only_itemsize(plan.weights) if plan.weights else None
     compress = plan.compress_mem and bool(densities)
-    if size is None and not compress:
+    if size is None and kv is None and weight_size is None and not compress:
         return None
 
     def restate(tensor: TensorInfo) -> TensorInfo:
-        if size is not None and dtype is not None and tensor.dtype.startswith(("float", "bfloat")):
+        if size is not None and dtype is not None and _is_float(tensor):
             tensor = replace(tensor, dtype=dtype, itemsize=size)
+        if kv is not None and tensor.name in kv_names and _is_float(tensor):
+            tensor = replace(tensor, dtype=kv[1], itemsize=kv[0])
+        shape = tensor.shape
+        weight = tensor.role == Role.WEIGHT and shape is not None and len(shape) >= 2 and _is_float(tensor)
+        if weight_size is not None and weight and not BUFFER_NAME.search(tensor.name):
+            tensor = replace(tensor, itemsize=weight_size)
         if compress:
             density = densities.of(tensor)
             if density < 1.0:

@@ -64,6 +64,33 @@ def llm(
         ),
     ] = None,
     precision: PrecisionOption = None,
+    kv_precision: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-precision",
+            help="The KV cache alone in this precision (fp16, fp8, int8...); weights and activations unchanged.",
+        ),
+    ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            help="Weight-only quantization of a float graph: int4 or int8 (group size 128, fp16 scales); "
+            "activations and the KV cache unchanged.",
+            metavar="int4|int8",
+        ),
+    ] = None,
+    max_tpot: Annotated[
+        float | None,
+        typer.Option(
+            "--max-tpot", help="Find the largest batch whose time per output token is at most MS.", metavar="MS"
+        ),
+    ] = None,
+    max_ttft: Annotated[
+        float | None,
+        typer.Option(
+            "--max-ttft", help="Find the largest batch whose time to first token is at most MS.", metavar="MS"
+        ),
+    ] = None,
     fusion: FusionOption = None,
     peak: PeakOption = False,
     output_format: Annotated[
@@ -92,6 +119,10 @@ def llm(
             fusion=fusion,
             whatif=WhatIf(peak=True) if peak else None,
             kv_dims=parse_kv_dims(kv_dims),
+            kv_precision=kv_precision,
+            weights=weights,
+            max_tpot_s=None if max_tpot is None else max_tpot / 1e3,
+            max_ttft_s=None if max_ttft is None else max_ttft / 1e3,
         )
         renderers = {
             ReportFormat.json: render_llm_json,

@@ -12,7 +12,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.ir import ModelIR
 from onnxroof.core.states import NodeState, RuleKind
+
+
+@dataclass(frozen=True, slots=True)
+class BodyRun:
+    """The body a control-flow node runs, as costed: the ``If`` branch taken (or costed), a ``Loop``'s or a ``Scan``'s
+    body; its IR, one :class:`NodeCost` per op of that IR (in its order) and how many times it runs per run of the
+    node. The fusion stage fuses it like the main graph (:mod:`onnxroof.fusion.bodies`)."""
+
+    name: str  # "then_branch", "else_branch", "body"
+    ir: ModelIR = field(repr=False)
+    node_costs: tuple[NodeCost, ...] = field(repr=False)
+    iterations: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +48,8 @@ class NodeCost:
     warnings: tuple[str, ...] = ()
     """What was not costed inside the node's bodies, one line each (nested bodies included): the analysis
     lists them in its warnings, so a body's uncosted nodes are never only a note."""
+    body: BodyRun | None = field(default=None, compare=False, repr=False)
+    """A control-flow node: the body that runs (None for any other node)."""
 
 
-__all__ = ["NodeCost"]
+__all__ = ["BodyRun", "NodeCost"]

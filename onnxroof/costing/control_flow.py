@@ -10,13 +10,15 @@
 * ``Scan``: body × the scan length (the first scan input's extent along its scan axis).
 
 Body weights count once as parameters, however many iterations run. Every body node that runs is one
-kernel launch per iteration.
+kernel launch per iteration in the node's unfused cost; the body that runs is kept on the node's cost
+(:class:`~onnxroof.core.node_cost.BodyRun`: its IR and its nodes' costs), and the fusion stage fuses it like the
+main graph (:mod:`onnxroof.fusion.bodies`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -25,7 +27,7 @@ from onnx import numpy_helper
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import MalformedNode
 from onnxroof.core.ir import ModelIR, OpView, build_graph_ir
-from onnxroof.core.node_cost import NodeCost
+from onnxroof.core.node_cost import BodyRun, NodeCost
 from onnxroof.core.protos import graph_value_types
 from onnxroof.core.states import NodeState, RuleKind
 
@@ -40,6 +42,8 @@ class BodyCost:
     unsupported: tuple[str, ...]
     unknown: int  # body nodes without static shapes
     uncosted: tuple[str, ...] = ()  # one line per body node not costed (unsupported, no static shape)
+    ir: ModelIR | None = field(default=None, compare=False, repr=False)  # the body's IR
+    node_costs: tuple[NodeCost, ...] = field(default=(), compare=False, repr=False)  # per op of ``ir``
 
 
 def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCost:
@@ -55,8 +59,10 @@ def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCo
     weights: dict[str, tuple[float, float]] = {}
     unsupported: list[str] = []
     uncosted: list[str] = []
+    results: list[NodeCost] = []
     for op in body.ops:
         result = cost_fn(op, body)
+        results.append(result)
         key = f"{op.domain}::{op.op_type}" if op.domain else op.op_type
         if result.state == NodeState.COSTED:
             total += result.cost
@@ -72,7 +78,7 @@ def cost_body(graph: onnx.GraphProto, scope: ModelIR, cost_fn: CostFn) -> BodyCo
             )
         unsupported.extend(result.unsupported)
         uncosted.extend(result.warnings)
-    return BodyCost(total, launches, weights, tuple(unsupported), unknown, tuple(uncosted))
+    return BodyCost(total, launches, weights, tuple(unsupported), unknown, tuple(uncosted), body, tuple(results))
 
 
 def _constant_scalar(name: str, graph: onnx.GraphProto | None) -> int | None:
@@ -197,6 +203,7 @@ def cost_control_flow(op: OpView, scope: ModelIR, cost_fn: CostFn, root_graph: o
         unsupported,
         branch=name if op.op_type == "If" else "",
         warnings=warnings,
+        body=BodyRun(name, chosen.ir, chosen.node_costs, iterations) if chosen.ir is not None else None,
     )
 
 

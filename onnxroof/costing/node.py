@@ -26,6 +26,8 @@ from onnxroof.rules import REGISTRY
 #: ``inv_freq``): PyTorch buffers computed from the config, not trained parameters. Their bytes count; their
 #: elements are not parameters (a learned position table, ``wpe`` or ``position_embeddings``, is).
 _BUFFER_NAME = re.compile(r"rotary|inv_freq|(^|[._/])(cos|sin)(_cached|_cache)?$", re.IGNORECASE)
+BUFFER_NAME = _BUFFER_NAME
+"""The names of computed buffers (rotary tables) among the initializers: not trained weights."""
 _NO_WEIGHTS: Mapping[str, tuple[float, float]] = MappingProxyType({})
 #: Ops whose derived weight takes its parameters from these inputs only: a dequantized weight's parameters are
 #: its stored integers, its scale and zero point are not counted (as before tying was recognized).

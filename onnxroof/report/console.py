@@ -169,10 +169,10 @@ def top_table(
     for column in columns:
         table.add_column(column.name, justify=column.justify, no_wrap=True, max_width=column.width, overflow="ellipsis")
     for kernel in kernels:
-        last = node_of[kernel.node_ids[-1]]
+        last = node_of.get(kernel.node_ids[-1])  # None: a node of an If/Loop/Scan body (fusion/bodies.py)
         cells = {
             "ops": Text(short_ops(kernel.op_types)),
-            "output": Text(_shape(last.output_shapes[0] if last.output_shapes else None)),
+            "output": Text(_shape(last.output_shapes[0] if last is not None and last.output_shapes else None)),
             "FLOPs": si(kernel.flops),
             "bytes": si(kernel.bytes, "B"),
             "FLOP/B": f"{kernel.intensity:.3g}",

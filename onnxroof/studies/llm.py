@@ -8,31 +8,43 @@ the phases with :func:`onnxroof.analyze`:
   first and last steps and one middle step are analyzed; when the middle is within 1% of the line through the
   ends, ``Σ decode = M · (first + last) / 2``; otherwise 9 points are analyzed and summed piecewise-linearly
   (``interpolation`` says which). ``--generate 4096`` costs 3 analyses, not 4,096;
-* ``tpot_s = Σ decode / M``; ``tokens_per_s = M / (ttft_s + Σ decode)`` (0 when nothing is predicted to run);
+* ``tpot_s = Σ decode / M``; per sequence ``tokens_per_s = M / (ttft_s + Σ decode)`` (0 when nothing is predicted
+  to run), each of the ``batch`` sequences at that rate; aggregate ``tokens_per_s_aggregate = batch ·
+  tokens_per_s`` (what a server delivers);
 * ``kv_cache_bytes = bytes_per_token · (N + M) · batch`` = ``2 · layers · kv_heads · head_dim · itemsize · (N + M)
-  · batch`` (itemsize: the cache's dtype, or the ``precision`` override's for a float cache);
+  · batch`` (itemsize: ``kv_precision``'s element size when given, else the ``precision`` override's for a float
+  cache, else the cache's dtype; ``kv_dtype`` names the one used);
 * the memory check: ``weight_bytes + kv_cache_bytes`` against the platform's capacity ``C`` (unknown when the
   platform gives none): largest batch ``⌊(C − W) / (kv_per_token · (N + M))⌋``, largest context at this batch
-  ``⌊(C − W) / (kv_per_token · batch)⌋``. Activations are not counted (they are small beside the cache).
+  ``min(⌊(C − W) / (kv_per_token · batch)⌋, L)`` with ``L`` the model's own context limit
+  (:func:`onnxroof.studies.serving.context_limit`; ``context_limited_by`` says which applied). Activations are not
+  counted (they are small beside the cache);
+* ``kv_precision``: the cache's tensors alone at that precision (:attr:`onnxroof.analysis.whatif.WhatIf.kv_precision`);
+  ``weights``: weight-only quantization at ``int4``/``int8``
+  (:func:`onnxroof.analysis.whatif.weight_only_itemsize`: group size 128, fp16 scales); the dequantizing GEMV/GEMM
+  runs at the platform's roofs (a runtime's factor on them is 1.0 here);
+* ``max_tpot_s`` / ``max_ttft_s``: the largest batch meeting them within the memory check's largest batch
+  (:func:`onnxroof.studies.serving.largest_batch`), each batch tried predicted as above.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import onnx
 
 from onnxroof.analysis.analyze import Analysis, analyze
-from onnxroof.analysis.whatif import ELEMENT_SIZE, WhatIf
+from onnxroof.analysis.whatif import DTYPE_OF_PRECISION, ELEMENT_SIZE, WEIGHT_ONLY_BITS, WhatIf
 from onnxroof.core.errors import DimsError
 from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.studies.kv_cache import KVCache, find_cache
+from onnxroof.studies.serving import BatchPoint, BatchSearch, ContextLimit, context_limit, largest_batch
 from onnxroof.studies.top import TopKernel, top_kernels
 
 LINEAR_TOLERANCE = 0.01
@@ -68,6 +80,17 @@ class MemoryCheck:
     fits: bool | None
     max_batch: int | None
     max_context: int | None
+    context_limit: ContextLimit | None = None
+    """The model's own context limit (None: none found); ``max_context`` never exceeds it."""
+
+    @property
+    def context_limited_by(self) -> str:
+        """Which bound set ``max_context``: ``memory``, ``model`` (the model's own limit) or ``none`` (unknown)."""
+        if self.max_context is None:
+            return "none"
+        if self.context_limit is not None and self.max_context == self.context_limit.tokens:
+            return "model"
+        return "memory"
 
     @property
     def needed_bytes(self) -> float:
@@ -81,6 +104,9 @@ class LLMResult:
     platform_title: str
     fusion_profile: str
     precision: str | None
+    kv_precision: str | None
+    weights: str | None
+    """Weight-only quantization applied (``int4``/``int8``), None for the graph's own weights."""
     prompt: int
     generate: int
     batch: int
@@ -88,6 +114,7 @@ class LLMResult:
     ttft_s: float
     tpot_s: float
     tokens_per_s: float
+    """Per sequence: ``generate / (ttft_s + decode_total_s)``; :attr:`tokens_per_s_aggregate` is the batch's."""
     decode_first_s: float
     decode_last_s: float
     decode_total_s: float
@@ -100,9 +127,23 @@ class LLMResult:
     decode: tuple[PhasePoint, ...]
     """The analyzed decode steps, in increasing past."""
     memory: MemoryCheck
+    kv_dtype: str = ""
+    """The dtype the cache is counted at (``kv_precision``'s, the ``precision`` override's, or its own)."""
+    search: BatchSearch | None = None
+    """The largest batch meeting ``--max-tpot`` / ``--max-ttft`` (None when no target was given)."""
     warnings: tuple[str, ...] = ()
     analyses: tuple[Analysis, ...] = field(default=(), compare=False, repr=False)
     """The prefill's and the decode steps' analyses (for charts), in the order of ``(prefill, *decode)``."""
+
+    @property
+    def tokens_per_s_per_sequence(self) -> float:
+        """Tokens per second each sequence receives (:attr:`tokens_per_s`)."""
+        return self.tokens_per_s
+
+    @property
+    def tokens_per_s_aggregate(self) -> float:
+        """Tokens per second over the batch: ``batch · tokens_per_s``."""
+        return self.batch * self.tokens_per_s
 
     @property
     def unsupported(self) -> dict[str, Mapping[str, tuple[str, ...]]]:
@@ -122,15 +163,22 @@ def llm(
     fusion: str | None = None,
     whatif: WhatIf | None = None,
     kv_dims: Mapping[str, str] | None = None,
+    *,
+    kv_precision: str | None = None,
+    weights: str | None = None,
+    max_tpot_s: float | None = None,
+    max_ttft_s: float | None = None,
 ) -> LLMResult:
     """Prefill ``prompt`` tokens, then generate ``generate`` tokens one at a time, ``batch`` sequences at once.
 
     ``dims`` binds symbols the cache does not place (a symbolic head dim...); ``kv_dims`` maps cache roles
-    (``batch``, ``new``, ``past``, ``total``) to symbols when they cannot be told from the graph.
+    (``batch``, ``new``, ``past``, ``total``) to symbols when they cannot be told from the graph. ``kv_precision``,
+    ``weights``, ``max_tpot_s`` and ``max_ttft_s``: see the module docstring.
     """
     for name, value in (("prompt", prompt), ("generate", generate), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise DimsError(f"--{name} must be a positive integer, got {value!r}")
+    _check_options(kv_precision, weights, max_tpot_s, max_ttft_s)
     file = read_file(model)  # read once: each phase binds a copy
     proto = file.model
     user = {k: int(v) for k, v in (dims or {}).items()}  # type: ignore[call-overload]  # dims are user values: int() checks them
@@ -140,12 +188,84 @@ def llm(
     plan = whatif or WhatIf()
     if precision is not None:
         plan = replace(plan, precision=precision)
+    if kv_precision is not None:
+        names = frozenset(cache.past) | frozenset(p for p in cache.present if p)
+        plan = replace(plan, kv_precision=kv_precision, kv_tensors=names)
+    if weights is not None:
+        plan = replace(plan, weights=weights)
 
-    def run(new: int, past: int) -> Analysis:
-        bound = {**cache.dims(batch, new, past), **{k: v for k, v in user.items() if k not in _roles(cache)}}
+    def run(new: int, past: int, size: int = batch) -> Analysis:
+        bound = {**cache.dims(size, new, past), **{k: v for k, v in user.items() if k not in _roles(cache)}}
         return analyze(file, platform, bound, whatif=plan, fusion=fusion, shapes=shapes)
 
     prefill = run(prompt, 0)
+    steps, interpolation, total = _decode(run, prompt, generate)
+    ordered = sorted(steps)
+    first_s, last_s = steps[ordered[0]].totals.latency_s, steps[ordered[-1]].totals.latency_s
+    kv_itemsize, kv_dtype = _kv_element(cache, precision, kv_precision)
+    per_token = cache.bytes_per_token / cache.itemsize * kv_itemsize if cache.itemsize else cache.bytes_per_token
+    kv_bytes = per_token * (prompt + generate) * batch
+    weight_bytes = prefill.totals.weight_bytes
+    notes: list[str] = []
+    limit = context_limit(file.path, proto.graph, notes)
+    memory = memory_check(platform.memory_capacity, weight_bytes, kv_bytes, per_token, prompt + generate, batch, limit)
+    search = None
+    if max_tpot_s is not None or max_ttft_s is not None:
+
+        def evaluate(size: int) -> BatchPoint:
+            ttft = run(prompt, 0, size).totals.latency_s if max_ttft_s is not None else None
+            tpot = _decode(lambda n, p: run(n, p, size), prompt, generate)[2] / generate if max_tpot_s else None
+            return BatchPoint(size, ttft, tpot)
+
+        search = largest_batch(evaluate, memory.max_batch, max_ttft_s, max_tpot_s)
+    return LLMResult(
+        model=str(file.path) if file.path else proto.graph.name,
+        platform=platform.name,
+        platform_title=platform.title,
+        fusion_profile=prefill.fusion_profile,
+        precision=precision,
+        kv_precision=kv_precision,
+        weights=weights,
+        prompt=prompt,
+        generate=generate,
+        batch=batch,
+        cache=cache,
+        ttft_s=prefill.totals.latency_s,
+        tpot_s=total / generate,
+        tokens_per_s=generate / elapsed if (elapsed := prefill.totals.latency_s + total) > 0 else 0.0,
+        decode_first_s=first_s,
+        decode_last_s=last_s,
+        decode_total_s=total,
+        interpolation=interpolation,
+        kv_cache_bytes=kv_bytes,
+        weight_bytes=weight_bytes,
+        params=prefill.totals.params,
+        prefill=_point(PREFILL, 0, prompt, prefill),
+        decode=tuple(_point(DECODE, p, 1, steps[p]) for p in ordered),
+        memory=memory,
+        kv_dtype=kv_dtype,
+        search=search,
+        warnings=tuple(dict.fromkeys([*notes, *prefill.warnings, *steps[ordered[-1]].warnings])),
+        analyses=(prefill, *(steps[p] for p in ordered)),
+    )
+
+
+def _check_options(
+    kv_precision: str | None, weights: str | None, max_tpot_s: float | None, max_ttft_s: float | None
+) -> None:
+    """One line naming the option when ``--kv-precision``, ``--weights``, ``--max-tpot`` or ``--max-ttft`` is
+    malformed."""
+    if kv_precision is not None and kv_precision not in ELEMENT_SIZE:
+        raise DimsError(f"--kv-precision {kv_precision!r}: expected one of {', '.join(ELEMENT_SIZE)}")
+    if weights is not None and weights not in WEIGHT_ONLY_BITS:
+        raise DimsError(f"--weights {weights!r}: expected one of {', '.join(WEIGHT_ONLY_BITS)}")
+    for name, value in (("--max-tpot", max_tpot_s), ("--max-ttft", max_ttft_s)):
+        if value is not None and not value > 0:
+            raise DimsError(f"{name} must be a positive time in ms, got {value!r}")
+
+
+def _decode(run: Callable[[int, int], Analysis], prompt: int, generate: int) -> tuple[dict[int, Analysis], str, float]:
+    """The analyzed decode steps (past → analysis), the interpolation used and ``Σ decode`` (module docstring)."""
     first, last = prompt, prompt + generate - 1
     steps = {first: run(1, first)}
     if last != first:
@@ -158,60 +278,23 @@ def llm(
             interpolation = "piecewise"
             for p in _spread(first, last, MORE_POINTS):
                 steps.setdefault(p, run(1, p))
-    ordered = sorted(steps)
-    points = [(p, steps[p].totals.latency_s) for p in ordered]
+    points = [(p, steps[p].totals.latency_s) for p in sorted(steps)]
     total = piecewise_sum(points) if interpolation != "linear" else generate * (points[0][1] + points[-1][1]) / 2
-    kv_bytes = _kv_bytes(cache, precision) * (prompt + generate) * batch
-    weights = prefill.totals.weight_bytes
-    return LLMResult(
-        model=str(file.path) if file.path else proto.graph.name,
-        platform=platform.name,
-        platform_title=platform.title,
-        fusion_profile=prefill.fusion_profile,
-        precision=precision,
-        prompt=prompt,
-        generate=generate,
-        batch=batch,
-        cache=cache,
-        ttft_s=prefill.totals.latency_s,
-        tpot_s=total / generate,
-        tokens_per_s=generate / elapsed if (elapsed := prefill.totals.latency_s + total) > 0 else 0.0,
-        decode_first_s=points[0][1],
-        decode_last_s=points[-1][1],
-        decode_total_s=total,
-        interpolation=interpolation,
-        kv_cache_bytes=kv_bytes,
-        weight_bytes=weights,
-        params=prefill.totals.params,
-        prefill=_point(PREFILL, 0, prompt, prefill),
-        decode=tuple(_point(DECODE, p, 1, steps[p]) for p in ordered),
-        memory=memory_check(
-            platform.memory_capacity,
-            weights,
-            kv_bytes,
-            kv_bytes / (prompt + generate) / batch,
-            prompt + generate,
-            batch,
-        ),
-        warnings=tuple(dict.fromkeys([*prefill.warnings, *steps[last].warnings])),
-        analyses=(prefill, *(steps[p] for p in ordered)),
-    )
+    return steps, interpolation, total
 
 
 def _roles(cache: KVCache) -> set[str]:
     return {s for s in cache.roles.values() if s} | ({cache.branch} if cache.branch else set())
 
 
-def _kv_bytes(cache: KVCache, precision: str | None) -> float:
-    """Bytes per token; a float cache takes the precision override's element size (as analyze restates it)."""
-    if (
-        precision is not None
-        and precision in ELEMENT_SIZE
-        and cache.dtype.startswith(("float", "bfloat"))
-        and cache.itemsize
-    ):
-        return cache.bytes_per_token / cache.itemsize * ELEMENT_SIZE[precision]
-    return cache.bytes_per_token
+def _kv_element(cache: KVCache, precision: str | None, kv_precision: str | None) -> tuple[float, str]:
+    """The element size and dtype the cache is counted at: a float cache takes ``kv_precision``'s, else the
+    ``precision`` override's (as the analysis restates it); otherwise its own."""
+    floating = cache.dtype.startswith(("float", "bfloat"))
+    for chosen in (kv_precision, precision):
+        if chosen is not None and chosen in ELEMENT_SIZE and floating:
+            return float(ELEMENT_SIZE[chosen]), DTYPE_OF_PRECISION[chosen]
+    return cache.itemsize, cache.dtype
 
 
 def _on_line(steps: Mapping[int, Analysis], first: int, middle: int, last: int) -> bool:
@@ -249,18 +332,29 @@ def _point(phase: str, past: int, new: int, analysis: Analysis) -> PhasePoint:
 
 
 def memory_check(
-    capacity: float | None, weights: float, kv_bytes: float, per_token: float, context: int, batch: int
+    capacity: float | None,
+    weights: float,
+    kv_bytes: float,
+    per_token: float,
+    context: int,
+    batch: int,
+    limit: ContextLimit | None = None,
 ) -> MemoryCheck:
-    """``fits = W + KV ≤ C``; ``max_batch = ⌊(C − W) / (per_token · context)⌋``, ``max_context = ⌊(C − W) /
-    (per_token · batch)⌋`` (0 when the weights alone do not fit; None when ``C`` is unknown)."""
+    """``fits = W + KV ≤ C``; ``max_batch = ⌊(C − W) / (per_token · context)⌋``, ``max_context = min(⌊(C − W) /
+    (per_token · batch)⌋, L)`` (0 when the weights alone do not fit; None when ``C`` is unknown, then ``L`` alone
+    when the model gives it), ``L`` the model's own context limit ``limit``."""
+    cap = limit.tokens if limit is not None else None
     if capacity is None:
-        return MemoryCheck(None, weights, kv_bytes, None, None, None)
+        return MemoryCheck(None, weights, kv_bytes, None, None, cap, limit)
     room = max(capacity - weights, 0.0)
+    by_memory = int(room // (per_token * batch)) if per_token > 0 else None
+    max_context = cap if by_memory is None else by_memory if cap is None else min(by_memory, cap)
     return MemoryCheck(
         capacity_bytes=capacity,
         weight_bytes=weights,
         kv_cache_bytes=kv_bytes,
         fits=weights + kv_bytes <= capacity,
         max_batch=int(room // (per_token * context)) if per_token > 0 else None,
-        max_context=int(room // (per_token * batch)) if per_token > 0 else None,
+        max_context=max_context,
+        context_limit=limit,
     )
