@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,29 @@ class RuntimeUse:
     genai: tuple[tuple[str, str], ...] = ()
     """The ``genai_config.json`` fields read (key, value), empty when there is no such file."""
     genai_path: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the runtime did, for the JSON document: name, launch mode and the figures applied (s), the KV
+        write policy and where it came from, the factors per kernel class with the kernels they touched and their
+        sources, what was read from a ``genai_config.json``, and every source of the runtime file."""
+        runtime = self.runtime
+        return {
+            "name": runtime.name,
+            "title": runtime.title,
+            "path": runtime.path,
+            "launch_mode": str(runtime.launch_mode),
+            "per_kernel_launch_s": self.per_kernel_s,
+            "per_run_s": self.per_run_s,
+            "kv_write": str(self.kv_write),
+            "kv_write_from": self.kv_from,
+            "kv_saved_bytes": self.kv_saved_bytes,
+            "factors": {
+                cls: {"value": value, "kernels": count, "source": runtime.sources.get(f"efficiency.{cls}", "")}
+                for cls, (value, count) in self.factors.items()
+            },
+            "genai_config": {"path": self.genai_path, **dict(self.genai)} if self.genai_path else None,
+            "sources": dict(runtime.sources),
+        }
 
 
 def apply_runtime(fused: FusedModel, platform: Platform, runtime: Runtime) -> tuple[FusedModel, RuntimeUse, Objects]:
