@@ -16,6 +16,7 @@ below zero).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -145,9 +146,19 @@ def _class_of(
     attention = anchor is not None and ("Attention" in anchor.op_type or "attention" in patterns)
     gemm = descriptor.gemm
     m = gemm.m if gemm is not None else None
+    if m is None and descriptor.op_class == "matmul":
+        m = _rows(anchor)
     return kernel_class(
         descriptor.op_class, m, _weight_bits(anchor, descriptor, int8, ir), attention, _queries(anchor, m)
     )
+
+
+def _rows(anchor: OpView | None) -> int | None:
+    """M of a matrix product without a GEMM view (MatMulNBits): the product of its input's leading dims."""
+    data = anchor.input(0) if anchor is not None else None
+    if data is None or data.shape is None or not data.shape or any(d is None for d in data.shape[:-1]):
+        return None
+    return math.prod(d for d in data.shape[:-1] if d is not None)
 
 
 def _weight_bits(anchor: OpView | None, descriptor: KernelDescriptor, int8: bool, ir: ModelIR) -> int | None:

@@ -32,7 +32,7 @@ from onnxroof.load.dims import parse_dim_bindings, shape_bindings, symbolic_dims
 from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
-from onnxroof.runtime import Runtime
+from onnxroof.runtime import Runtime, runtime_for
 
 AXIS_PRECISION = "precision"
 """The :attr:`Sweep.axis` of a precision sweep (a dim sweep's axis is ``"dim"``)."""
@@ -127,6 +127,7 @@ def sweep(
         platform lacks a precision; :class:`~onnxroof.core.errors.DimsError` on a value that is not a positive integer.
     """
     target = platform if isinstance(platform, Platform) else load_platform(platform)
+    runtime = runtime_for(target, runtime, fusion)  # checked before any point runs, loaded once
     fixed: dict[str, object] = dict(dims or {})
     file = read_file(model)  # read once: every point binds a copy
     proto = file.model
