@@ -78,9 +78,9 @@ def build_totals(
     weight_bytes_stored: float | None = None,
 ) -> Totals:
     """The model's totals: ``nodes`` every node (the costed ones run), ``weights`` the distinct weights
-    (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: the one launch of a graph-captured run
-    (:data:`onnxroof.fusion.patterns.GRAPH_CAPTURE`), added once to the latency and the overhead time (its
-    kernels carry none); ``weight_bytes_stored`` the file's weights as stored
+    (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: what the run pays once under its runtime
+    (:meth:`onnxroof.runtime.Runtime.run_launch_s`: the launch of a replayed CUDA graph), added once to the
+    latency and the overhead time; ``weight_bytes_stored`` the file's weights as stored
     (:func:`onnxroof.load.reader.stored_weight_bytes`), kept beside ``weight_bytes`` = Σ bytes of ``weights``,
     what the bound graph reads. Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)

@@ -36,6 +36,7 @@ from onnxroof.analysis.document import SCHEMA_VERSION, to_dict
 from onnxroof.core.states import Bound
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.measure.overlay import MeasuredOverlay, with_measured
+from onnxroof.report.runtimes import runtime_lines
 from onnxroof.roofline.energy import byte_energy, energy_ridge, op_energy
 from onnxroof.roofline.kernels import KernelResult
 
@@ -235,6 +236,15 @@ def floorline_view(analysis: Analysis) -> dict[str, Any] | None:
 # ------------------------------------------------------------------------------------------------ render
 
 
+def _runtime_context(analysis: Analysis) -> dict[str, Any]:
+    """What the page says of the runtime that ran: its lines and its figures' sources."""
+    use = analysis.runtime
+    if use is None:
+        return {"runtime_lines": [], "runtime_sources": ""}
+    sources = "; ".join(f"{k}: {v}" for k, v in use.runtime.sources.items())
+    return {"runtime_lines": runtime_lines(use), "runtime_sources": sources}
+
+
 def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dict[str, Any]:
     t, p, m = analysis.totals, analysis.platform, analysis.model
     nodes = {n.id: n for n in analysis.nodes}
@@ -301,6 +311,7 @@ def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dic
     return {
         "title": title,
         "analysis": analysis,
+        **_runtime_context(analysis),
         "model": m,
         "platform": p,
         "totals": t,
