@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -210,6 +211,23 @@ def test_efficiency_is_charged_once_when_bytes_stream_from_dram(tmp_path: Path) 
     assert memory_efficiency(np.array([0.3]), np.array([1e9]), datasheet).tolist() == [0.3]
 
 
+def test_skip_normalization_falls_back_to_normalization(tmp_path: Path) -> None:
+    """A file calibrated before ``skip_normalization`` existed derates a fused Add + LayerNorm by its
+    ``normalization`` figure; a file that has the class uses its own; neither: no derating."""
+    base = _fake_calibration()
+    old = replace(base, efficiency={"normalization": Figure(0.2, "measured: test")})
+    new = replace(base, efficiency={"normalization": Figure(0.2, "m"), "skip_normalization": Figure(0.05, "m")})
+    for calibration, expected in ((old, 0.2), (new, 0.05), (base, 1.0)):
+        path = tmp_path / f"{expected}.toml"
+        path.write_text(replace(calibration, name=f"p{int(expected * 100)}").to_toml(), encoding="utf-8")
+        platform = load_platform(path)
+        assert platform.class_efficiency("skip_normalization") == pytest.approx(expected)
+        point = classify(
+            Cost(flops=1e3, bytes_read=5e3, bytes_written=5e3), platform, "fp32", op_class="skip_normalization"
+        )
+        assert point.efficiency == pytest.approx(expected)
+
+
 def _fake_file(tmp_path: Path) -> Path:
     path = tmp_path / "fake.toml"
     path.write_text(_fake_calibration().to_toml(), encoding="utf-8")
@@ -237,7 +255,8 @@ def test_op_classes() -> None:
 
 
 def test_kernel_classes_follow_what_the_runtime_runs() -> None:
-    assert kernel_op_class(("Add", "LayerNormalization"), ("skip_layernorm",)) == "normalization"
+    assert kernel_op_class(("Add", "LayerNormalization"), ("skip_layernorm",)) == "skip_normalization"
+    assert kernel_op_class(("LayerNormalization",)) == "normalization"
     assert kernel_op_class(("Div", "Erf", "Add", "Mul", "Mul"), ("ort_gelu",)) == "activation"
     assert kernel_op_class(("Conv", "BatchNormalization", "Relu"), ("conv_bn", "ort_conv_activation")) == "conv"
     assert kernel_op_class(("MatMul", "Add"), ("matmul_add",)) == "matmul"

@@ -14,7 +14,8 @@ The roofs (for a row of ``F`` FLOPs and ``B`` bytes at precision ``p``, op class
   row's *cold* bytes ``C = clamp(cold_bytes, 0, B)`` stream from DRAM, its *hot* bytes ``H = B − C`` at ``W_H``,
   the bandwidth of the smallest level whose size holds ``H`` (DRAM if none does), and
   ``W = B / (C / W_dram + H / W_H)`` (``= W_H`` when nothing moves);
-* efficiency ``e``: the platform's ``[efficiency]`` figure for ``c`` (1 when it gives none);
+* efficiency ``e``: the platform's ``[efficiency]`` figure for ``c`` (:meth:`Platform.class_efficiency`: that of
+  its fallback class, else 1, when it gives none);
 * memory efficiency ``e_mem``: the share of ``W`` a memory-bound row attains (:func:`memory_efficiency`):
   ``e`` where the row streams from the first cache level (where calibrate measured ``e``), nearer 1 the slower
   the row's level, ``e_mem = 1 / (1 + (1/e − 1) · min(W / W_1, 1))``; ``e`` without cache levels;
@@ -220,7 +221,7 @@ def by_key(keys: Objects, lookup: Callable[[Any], float | None]) -> Floats:
 def roofs(work: Work, platform: Platform) -> Roofs:
     """The platform's roofs for every row (module docstring)."""
     peak = by_key(work.precision, lookup=platform.peak)
-    efficiency = by_key(work.op_class, lookup=lambda cls: platform.efficiency.get(cls, 1.0))
+    efficiency = by_key(work.op_class, lookup=platform.class_efficiency)
     moved = work.bytes
     rows = len(work)
     if not platform.cache_levels:
