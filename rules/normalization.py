@@ -157,7 +157,7 @@ def simplified_layer_normalization(op: OpView) -> Cost:
     return streaming(op, _rms_norm_flops(math.prod(shape), rows))
 
 
-@rule("SkipLayerNormalization", domain=MS)
+@rule("SkipLayerNormalization", domain=MS, op_class=OpClass.SKIP_NORMALIZATION)
 def skip_layer_normalization(op: OpView) -> Cost:
     """com.microsoft::SkipLayerNormalization: LayerNorm(input + skip [+ bias]) · gamma [+ beta].
 
@@ -176,7 +176,7 @@ def skip_layer_normalization(op: OpView) -> Cost:
     return streaming(op, n + _present(op, 4) * n + _layer_norm_flops(n, rows, _present(op, 3)))
 
 
-@rule("SkipSimplifiedLayerNormalization", domain=MS)
+@rule("SkipSimplifiedLayerNormalization", domain=MS, op_class=OpClass.SKIP_NORMALIZATION)
 def skip_simplified_layer_normalization(op: OpView) -> Cost:
     """com.microsoft::SkipSimplifiedLayerNormalization: RMSNorm(input + skip [+ bias]) · gamma.
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -185,6 +187,47 @@ def test_classify_applies_efficiency_and_cache_levels(tmp_path: Path) -> None:
     assert classify(small, platform, "fp32", op_class="matmul").efficiency == 1.0  # no figure: no derating
 
 
+def test_efficiency_is_charged_once_when_bytes_stream_from_dram(tmp_path: Path) -> None:
+    """A memory-bound kernel whose working set leaves the cache levels pays DRAM's streaming time plus the
+    per-byte work its class showed in the first level: ``B / W_dram + (1/e − 1) · B / W_1``, not
+    ``B / (e · W_dram)`` (which charged the class's work again at DRAM's pace)."""
+    from onnxroof.roofline.place import memory_efficiency
+
+    platform = load_platform(_fake_file(tmp_path))  # conv e = 0.5; L1 ≤ 2 MB at 150 GB/s; DRAM 30 GB/s
+    moved = 64e6
+    big = Cost(flops=1e3, bytes_read=moved / 2, bytes_written=moved / 2)
+    point = classify(big, platform, "fp32", op_class="conv")
+    assert point.level == "dram" and point.efficiency == pytest.approx(0.5)
+    assert point.t_memory == pytest.approx(moved / 30e9 + (1 / 0.5 - 1) * moved / 150e9, rel=1e-5)
+    assert point.attainable_flops == pytest.approx(1e3 / point.t_memory, rel=1e-5)
+    # the same class in the first level: e as measured there, unchanged
+    small = Cost(flops=1e3, bytes_read=0.5e6, bytes_written=0.5e6)
+    assert classify(small, platform, "fp32", op_class="conv").t_memory == pytest.approx(1e6 / (0.5 * 150e9), rel=1e-5)
+    # e_mem: e at the first level's bandwidth, toward 1 as the level slows, never below e
+    e_mem = memory_efficiency(np.array([0.5, 0.5, 0.5, 1.0]), np.array([150e9, 30e9, 300e9, 30e9]), platform)
+    assert e_mem.tolist() == pytest.approx([0.5, 1 / (1 + 1 * 30 / 150), 0.5, 1.0])
+    # without cache levels nothing changes
+    datasheet = load_platform("xeon-8380")
+    assert memory_efficiency(np.array([0.3]), np.array([1e9]), datasheet).tolist() == [0.3]
+
+
+def test_skip_normalization_falls_back_to_normalization(tmp_path: Path) -> None:
+    """A file calibrated before ``skip_normalization`` existed derates a fused Add + LayerNorm by its
+    ``normalization`` figure; a file that has the class uses its own; neither: no derating."""
+    base = _fake_calibration()
+    old = replace(base, efficiency={"normalization": Figure(0.2, "measured: test")})
+    new = replace(base, efficiency={"normalization": Figure(0.2, "m"), "skip_normalization": Figure(0.05, "m")})
+    for calibration, expected in ((old, 0.2), (new, 0.05), (base, 1.0)):
+        path = tmp_path / f"{expected}.toml"
+        path.write_text(replace(calibration, name=f"p{int(expected * 100)}").to_toml(), encoding="utf-8")
+        platform = load_platform(path)
+        assert platform.class_efficiency("skip_normalization") == pytest.approx(expected)
+        point = classify(
+            Cost(flops=1e3, bytes_read=5e3, bytes_written=5e3), platform, "fp32", op_class="skip_normalization"
+        )
+        assert point.efficiency == pytest.approx(expected)
+
+
 def _fake_file(tmp_path: Path) -> Path:
     path = tmp_path / "fake.toml"
     path.write_text(_fake_calibration().to_toml(), encoding="utf-8")
@@ -212,7 +255,8 @@ def test_op_classes() -> None:
 
 
 def test_kernel_classes_follow_what_the_runtime_runs() -> None:
-    assert kernel_op_class(("Add", "LayerNormalization"), ("skip_layernorm",)) == "normalization"
+    assert kernel_op_class(("Add", "LayerNormalization"), ("skip_layernorm",)) == "skip_normalization"
+    assert kernel_op_class(("LayerNormalization",)) == "normalization"
     assert kernel_op_class(("Div", "Erf", "Add", "Mul", "Mul"), ("ort_gelu",)) == "activation"
     assert kernel_op_class(("Conv", "BatchNormalization", "Relu"), ("conv_bn", "ort_conv_activation")) == "conv"
     assert kernel_op_class(("MatMul", "Add"), ("matmul_add",)) == "matmul"

@@ -71,6 +71,9 @@ class OpClass(StrEnum):
     ACTIVATION = "activation"  # transcendental elementwise ops and fused activations (Erf, Exp, Sigmoid, Gelu...)
     ELEMENTWISE = "elementwise"
     NORMALIZATION = "normalization"
+    # onnxruntime's CPU SkipLayerNormalization / SkipSimplifiedLayerNormalization (a residual Add fused into the
+    # norm): 4-9x slower per byte than its LayerNormalization, so a class of its own (issue 22)
+    SKIP_NORMALIZATION = "skip_normalization"
     LRN = "lrn"  # local response normalization: plain loops far below the roofline in most runtimes
     SOFTMAX = "softmax"
     POOLING = "pooling"

@@ -536,7 +536,7 @@ SKIP_LAYERNORM = EdgePattern(
     (_SOLE, check("skip_operands")),
     "residual Add → LayerNorm → one SkipLayerNormalization (ORT SkipLayerNormFusion)",
     produces="SkipLayerNormalization",
-    op_class=OpClass.NORMALIZATION,
+    op_class=OpClass.SKIP_NORMALIZATION,
 )
 SKIP_RMSNORM = EdgePattern(
     "skip_rmsnorm",
@@ -546,7 +546,7 @@ SKIP_RMSNORM = EdgePattern(
     (_SOLE, check("skip_operands")),
     "residual Add → RMSNorm → one SkipSimplifiedLayerNormalization",
     produces="SkipLayerNormalization",
-    op_class=OpClass.NORMALIZATION,
+    op_class=OpClass.SKIP_NORMALIZATION,
 )
 SKIP_LAYERNORM_BIAS = EdgePattern(
     "skip_layernorm_bias",

@@ -82,6 +82,7 @@ EFFICIENCY_CLASSES: tuple[str, ...] = (
     "elementwise",
     "activation",
     "normalization",
+    "skip_normalization",
     "lrn",
     "softmax",
     "pooling",
@@ -92,6 +93,9 @@ EFFICIENCY_CLASSES: tuple[str, ...] = (
     "other",
 )
 """Op classes an ``[efficiency]`` table may derate (see :class:`onnxroof.core.states.OpClass`)."""
+EFFICIENCY_FALLBACK: Mapping[str, str] = MappingProxyType({"skip_normalization": "normalization"})
+"""A class whose figure a platform file lacks takes the figure of this class (files calibrated before
+``skip_normalization`` existed derate those kernels as they did: by the ``normalization`` figure)."""
 SPARSITY_KINDS: tuple[str, ...] = ("2:4", "unstructured", "none")
 """What zeros a platform's compute units can skip: 2:4 structured weight sparsity, any zero, or none."""
 ENERGY_LEVELS: tuple[str, ...] = ("dram", "onchip")
@@ -241,6 +245,13 @@ class Platform:
     def ridge(self, precision: str) -> float:
         """Ridge point (FLOP/byte) for ``precision``: compute roof ÷ DRAM roof."""
         return self.peak(precision) / self.roof_bandwidth
+
+    def class_efficiency(self, op_class: str) -> float:
+        """The ``[efficiency]`` figure of ``op_class``; else that of its :data:`EFFICIENCY_FALLBACK` class; else 1."""
+        figure = self.efficiency.get(op_class)
+        if figure is None and op_class in EFFICIENCY_FALLBACK:
+            figure = self.efficiency.get(EFFICIENCY_FALLBACK[op_class])
+        return 1.0 if figure is None else figure
 
     def bandwidth_for(self, working_set: float) -> tuple[float, str]:
         """(bandwidth B/s, level name) for a kernel moving ``working_set`` bytes.

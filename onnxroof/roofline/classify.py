@@ -14,8 +14,12 @@ it computes in):
   that renamed the kernel, :mod:`onnxroof.fusion.opclass`), 1 when no class is given or the platform has no
   figure for it;
 * intensity ``I = F / B`` (FLOP/byte); ridge ``R = P / W``;
-* attainable FLOP/s ``= e · min(P, I · W)`` (the roofline, derated);
-* ``t_compute = F / (e · P)``, ``t_memory = B / (e · W) = (C / W_dram + H / W_H) / e``;
+* memory efficiency ``e_mem``: ``e`` for a kernel served by the first cache level (where calibrate measures
+  ``e``), ``1 / (1 + (1/e − 1) · W / W_1)`` for one served by a slower level (``W_1``: the first level's
+  bandwidth; :func:`onnxroof.roofline.place.memory_efficiency`), ``e`` without cache levels;
+* attainable FLOP/s ``= min(e · P, e_mem · I · W)`` (the roofline, derated);
+* ``t_compute = F / (e · P)``, ``t_memory = B / (e_mem · W) = B / W + (1/e − 1) · B / W_1`` (``B / (e · W)``
+  without cache levels);
 * utilization ``u`` in (0, 1]: the share of a processing-element array a GEMM-like kernel keeps busy
   (:mod:`onnxroof.roofline.pe_array`; 1 without an ``[array]`` or for other kernels); the compute roof is ``u · P``;
 * predicted time ``t = max(t_compute, t_memory) + t_launch`` with ``t_compute = F / (e · u · P)`` (per-kernel

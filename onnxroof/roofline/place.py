@@ -14,14 +14,18 @@ The roofs (for a row of ``F`` FLOPs and ``B`` bytes at precision ``p``, op class
   row's *cold* bytes ``C = clamp(cold_bytes, 0, B)`` stream from DRAM, its *hot* bytes ``H = B − C`` at ``W_H``,
   the bandwidth of the smallest level whose size holds ``H`` (DRAM if none does), and
   ``W = B / (C / W_dram + H / W_H)`` (``= W_H`` when nothing moves);
-* efficiency ``e = e_platform(c) · f_runtime(k)``: the platform's ``[efficiency]`` figure for op class ``c`` (1
-  when it gives none) times the runtime's ``[efficiency]`` factor for the row's kernel class ``k`` (1 when it gives
-  none or no runtime is given);
+* efficiency ``e = e_platform(c) · f_runtime(k)``: the platform's ``[efficiency]`` figure for op class ``c``
+  (:meth:`Platform.class_efficiency`: that of its fallback class, else 1, when it gives none) times the
+  runtime's ``[efficiency]`` factor for the row's kernel class ``k`` (1 when it gives none or no runtime is
+  given);
 * launch cost per launch ``launch_s``: the runtime's (:meth:`onnxroof.runtime.Runtime.kernel_launch_s`: its
   ``per_kernel_us``, else the platform's ``launch_overhead_s`` per kernel, 0 per node of a replayed CUDA graph),
   the platform's ``launch_overhead_s`` without a runtime;
+* memory efficiency ``e_mem``: the share of ``W`` a memory-bound row attains (:func:`memory_efficiency`):
+  ``e`` where the row streams from the first cache level (where calibrate measured ``e``), nearer 1 the slower
+  the row's level, ``e_mem = 1 / (1 + (1/e − 1) · min(W / W_1, 1))``; ``e`` without cache levels;
 * intensity ``I = F / B`` (``∞`` for FLOPs without bytes, 0 for neither); ridge ``R = P / W``;
-* attainable FLOP/s ``= e · min(u · P, I · W)`` (0 for a row that does not run);
+* attainable FLOP/s ``= min(e · u · P, e_mem · I · W)`` (0 for a row that does not run);
 * energy (platforms with energy figures, :mod:`onnxroof.roofline.energy`): ``F · E_op(p)`` plus the DRAM bytes
   (``B`` minus the bytes a cache level serves) × ``E_dram`` and the cache-served bytes × ``E_onchip``; the row
   is energy-bound by ``compute`` when ``E_compute ≥ E_memory`` and ``E_compute > 0``, else ``memory``.
@@ -86,8 +90,9 @@ class Work:
 @dataclass(frozen=True, eq=False)
 class Roofs:
     """The platform's and runtime's roofs for each row of a :class:`Work` (module docstring): compute roof ``P``,
-    bandwidth ``W`` and the level that serves the row, efficiency ``e``, the bytes a cache level serves, and
-    ``launch_s``, the seconds each of a row's launches costs under the runtime's launch mode."""
+    bandwidth ``W`` and the level that serves the row, efficiency ``e``, the bytes a cache level serves, the memory
+    efficiency ``e_mem`` (:func:`memory_efficiency`), and ``launch_s``, the seconds each of a row's launches
+    costs under the runtime's launch mode."""
 
     peak: Floats
     bandwidth: Floats
@@ -95,6 +100,7 @@ class Roofs:
     efficiency: Floats
     near_bytes: Floats
     launch_s: float
+    memory_efficiency: Floats
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,7 +133,7 @@ class TimeModel(Protocol):
 class RooflineTime:
     """The roofline time model: a lower bound on a kernel's time, from its FLOPs and bytes alone.
 
-    * ``t_compute = F / (e · u · P)``, ``t_memory = B / (e · W)``;
+    * ``t_compute = F / (e · u · P)``, ``t_memory = B / (e_mem · W)`` (``e_mem``: :func:`memory_efficiency`);
     * ``t_launch = launch_s × launches`` (``launch_s``: the runtime's cost per launch, :func:`roofs`);
     * ``t = max(t_compute, t_memory) + t_launch``;
     * bound ``compute`` when ``t_compute ≥ t_memory`` and ``F > 0``, else ``memory``.
@@ -137,7 +143,7 @@ class RooflineTime:
 
     def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times:
         t_compute = work.flops / (roofs.efficiency * work.utilization * roofs.peak)
-        t_memory = work.bytes / (roofs.efficiency * roofs.bandwidth)
+        t_memory = work.bytes / (roofs.memory_efficiency * roofs.bandwidth)
         overhead = roofs.launch_s * work.launches
         bound = choose((t_compute >= t_memory) & (work.flops > 0), Bound.COMPUTE, Bound.MEMORY)
         return Times(t_compute, t_memory, overhead, np.maximum(t_compute, t_memory) + overhead, bound)
@@ -226,7 +232,7 @@ def by_key(keys: Objects, lookup: Callable[[Any], float | None]) -> Floats:
 def roofs(work: Work, platform: Platform, runtime: Runtime | None = None) -> Roofs:
     """The platform's and the runtime's roofs for every row (module docstring)."""
     peak = by_key(work.precision, lookup=platform.peak)
-    efficiency = by_key(work.op_class, lookup=lambda cls: platform.efficiency.get(cls, 1.0))
+    efficiency = by_key(work.op_class, lookup=platform.class_efficiency)
     launch_s = platform.launch_overhead_s
     if runtime is not None:
         launch_s = runtime.kernel_launch_s(platform.launch_overhead_s)
@@ -236,7 +242,7 @@ def roofs(work: Work, platform: Platform, runtime: Runtime | None = None) -> Roo
     rows = len(work)
     if not platform.cache_levels:
         bandwidth = np.full(rows, platform.roof_bandwidth)
-        return Roofs(peak, bandwidth, filled(rows, "dram"), efficiency, np.zeros(rows), launch_s)
+        return Roofs(peak, bandwidth, filled(rows, "dram"), efficiency, np.zeros(rows), launch_s, efficiency)
     cold = np.minimum(np.maximum(work.cold_bytes, 0.0), moved)
     hot = moved - cold
     sizes = floats([level.size for level in platform.cache_levels])
@@ -254,12 +260,39 @@ def roofs(work: Work, platform: Platform, runtime: Runtime | None = None) -> Roo
     if mixed.any():
         level = level.copy()
         level[mixed] = np.where(hot[mixed] > 0, level[mixed] + "+dram", "dram")
-    return Roofs(peak, bandwidth, level, efficiency, near, launch_s)
+    return Roofs(peak, bandwidth, level, efficiency, near, launch_s, memory_efficiency(efficiency, bandwidth, platform))
 
 
 def runtime_factor(runtime: Runtime) -> Callable[[Any], float]:
     """``class → f_runtime(class)``: the runtime's efficiency factor of a kernel class (1 for None or absent)."""
     return lambda cls: 1.0 if cls is None else runtime.factor(RuntimeKernelClass(cls))
+
+
+def memory_efficiency(efficiency: Floats, bandwidth: Floats, platform: Platform) -> Floats:
+    """The share ``e_mem`` of its bandwidth ``W`` a memory-bound row attains, from its class's efficiency ``e``.
+
+    Formula: ``e_mem = 1 / (1 + (1/e − 1) · min(W / W_1, 1))``, ``W_1`` the bandwidth of the first cache level;
+    that is ``B / (e_mem · W) = B / W + (1/e − 1) · B / W_1``: the row's bytes stream at its level's bandwidth,
+    and the work its kernel does per byte beyond streaming (an ``exp`` per element of a Softmax, an ``erf`` per
+    element of a GELU) costs what it cost where ``e`` was measured. ``e_mem = e`` for a row served by the first
+    level, and tends to 1 as its level slows (never below ``e``). Without cache levels ``e_mem = e``.
+
+    Assumptions: calibrate measures ``e`` on probes whose working sets (at most 4.2 MB,
+    :func:`onnxroof.measure.calibrate.probes.efficiency_probes`) lie in the first level it finds, so ``e · W_1``
+    is the throughput those kernels reached there, and that per-byte work does not overlap the streaming (one
+    thread issues both). Multiplying ``e`` onto a slower level's ``W`` instead charged that work again at the
+    slower level's pace: a Softmax over [6,1500,1500] (108 MB through DRAM) was predicted 3.5× too slow with
+    the class's figure 0.2, and the time of a kernel jumped 7× (W_1 ÷ W_dram) when its working set crossed the
+    last level's size. Measured on the development host (1 thread, onnxruntime 1.32.0, one interleaved run):
+    Softmax 1.55–1.73 G elements/s at [4,128,128] and [12,197,197] (in cache), 0.73 at [6,1500,1500]; an erf
+    GELU 0.78–0.88 in cache, 0.34 at [1500,1536]; x·Sigmoid(x) 1.46 in cache, 0.72 at [1,256,128,128]: half
+    the in-cache throughput through DRAM, not the 1/7 the product gave.
+    """
+    if not platform.cache_levels:
+        return efficiency
+    first = platform.cache_levels[0].bandwidth
+    share = np.minimum(bandwidth / first, 1.0)
+    return 1.0 / (1.0 + (1.0 / efficiency - 1.0) * share)
 
 
 def intensity(flops: Floats, moved: Floats) -> Floats:
@@ -276,7 +309,9 @@ def place(work: Work, platform: Platform, model: TimeModel = ROOFLINE, runtime: 
     runs = work.runs
     intense = intensity(work.flops, work.bytes)
     utilization = np.where(runs, work.utilization, 1.0)
-    attainable = roof.efficiency * np.minimum(utilization * roof.peak, intense * roof.bandwidth)
+    attainable = np.minimum(
+        roof.efficiency * utilization * roof.peak, roof.memory_efficiency * intense * roof.bandwidth
+    )
     energy, compute_j, memory_j, energy_bound = _energy(work, roof, platform)
     zero = np.zeros(len(work))
     return Figures(

@@ -252,7 +252,7 @@ def efficiency_probes(quick: bool) -> list[Probe]:
         ),
         Probe(
             "Add + LayerNormalization [1,128,64]",
-            "normalization",
+            "skip_normalization",
             (1, 128, 64),
             _skip_layernorm,
             _inits(_ones("g", (64,)), _zeros("b", (64,))),

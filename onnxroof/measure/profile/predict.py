@@ -73,7 +73,7 @@ def kernel_figures(kernel: KernelResult, analysis, cold_per_param: float) -> Ker
         overhead_s=kernel.t_overhead_s,
         bound=kernel.bound,
         level=memory_level(platform, kernel.bytes, kernel.params * cold_per_param),
-        efficiency=platform.efficiency.get(cls, 1.0),
+        efficiency=platform.class_efficiency(cls),
     )
 
 
