@@ -65,6 +65,12 @@ SHAPES: dict[str, Shape] = {
     "llama2-7b": Shape(layers=32, hidden=4096, heads=32, kv_heads=32, intermediate=11008, vocab=32000, context=4096),
     "llama3-8b": Shape(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336, vocab=128256, context=8192),
     "mistral-7b": Shape(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336, vocab=32000, context=32768),
+    # Phi-2 (2.7 B: 32 layers, hidden 2560, 32 heads, GELU MLP 2560 → 10240 → 2560, vocab 51200) in the Llama layout:
+    # a SwiGLU MLP of intermediate 6827 has its weights and MACs (3 × 6827 ≈ 2 × 10240); LayerNorm, partial rotary
+    # and the parallel attention/MLP block are not reproduced (elementwise work, < 1 % of a step's bytes).
+    "phi2-equivalent": Shape(
+        layers=32, hidden=2560, heads=32, kv_heads=32, intermediate=6827, vocab=51200, context=2048
+    ),
 }
 
 
