@@ -87,16 +87,14 @@ def runtime_for(
 ) -> Runtime:
     """The runtime an analysis on ``platform`` uses.
 
-    ``runtime`` given (a :class:`Runtime`, a bundled name or a path): that one. None: when ``fusion`` names a
-    bundled runtime that runs on the platform's kind (``--fusion tensorrt-llm`` picks the ``tensorrt-llm``
-    runtime, CUDA graph included), that one; else the platform's default (:func:`default_runtime_name`). The
+    ``runtime`` given (a :class:`Runtime`, a bundled name or a path): that one. None: the platform's default
+    (:func:`default_runtime_name`), unless ``fusion`` is another profile than the default's and names a bundled
+    runtime that runs on the platform's kind: that one (``--fusion tensorrt-llm`` alone picks the
+    ``tensorrt-llm`` runtime, CUDA graph included, as it did before runtimes were files). The
     runtime must run on the platform's kind (:class:`RuntimeProfileError` otherwise). The fusion profile itself is
     overridden by the caller, not here.
     """
     if runtime is None:
-        key = (fusion or "").strip().lower()
-        if key in runtime_names() and _load_bundled(key).runs_on(platform.kind):
-            return _load_bundled(key)
         name = default_runtime_name(platform)
         if name.lower() not in runtime_names():
             raise RuntimeProfileError(
@@ -104,6 +102,9 @@ def runtime_for(
                 f"bundled runtimes: {', '.join(runtime_names())}"
             )
         chosen = _load_bundled(name.lower())
+        key = (fusion or "").strip().lower()
+        if key != chosen.fusion_profile and key in runtime_names() and _load_bundled(key).runs_on(platform.kind):
+            chosen = _load_bundled(key)
     else:
         chosen = runtime if isinstance(runtime, Runtime) else load_runtime(runtime)
     if not chosen.runs_on(platform.kind):
