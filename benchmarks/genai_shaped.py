@@ -236,9 +236,14 @@ def genai_config(shape: Shape) -> dict[str, object]:
 
 
 def build_genai_shaped(
-    path: str | os.PathLike[str], shape: Shape | str, bits: int | None = None, block_size: int = 128
+    path: str | os.PathLike[str],
+    shape: Shape | str,
+    bits: int | None = None,
+    block_size: int = 128,
+    config: bool = True,
 ) -> Path:
-    """Write the model to ``path``, a sparse ``<stem>.weights`` beside it and ``genai_config.json``; return path."""
+    """Write the model to ``path``, a sparse ``<stem>.weights`` beside it and (``config``) ``genai_config.json``;
+    return path."""
     shape = SHAPES[shape] if isinstance(shape, str) else shape
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -247,7 +252,8 @@ def build_genai_shaped(
     with open(data_path, "wb") as f:
         f.truncate(total)  # sparse: nothing written
     onnx.save(model, path)
-    (path.parent / "genai_config.json").write_text(json.dumps(genai_config(shape), indent=2))
+    if config:
+        (path.parent / "genai_config.json").write_text(json.dumps(genai_config(shape), indent=2))
     return path
 
 

@@ -9,8 +9,9 @@ the GenAI-builder layout of :mod:`genai_shaped` (``GroupQueryAttention``, ``MatM
 ``MatMulNBits`` at the row's bit width and group size, sparse external weights: nothing written). Each row is
 predicted twice, in one run:
 
-* **before**: today's prediction, the platform's roofline and its default runtime (the row's ``fusion``
-  override where it has one), no runtime profile;
+* **before**: today's prediction (main before the runtime profiles): the platform's roofline and its default
+  fusion profile (the row's ``fusion`` override where it has one), the file alone (no ``genai_config.json``
+  beside it, so the KV cache is charged as the graph writes it: a full copy);
 * **after**: the same file under the row's runtime profile (``runtime_profile``: ``--runtime``), which brings
   that runtime's fusions, launch or graph replay, KV-cache write policy and kernel-class efficiencies.
 
@@ -72,12 +73,17 @@ def supports_runtime() -> bool:
     return "runtime" in inspect.signature(llm).parameters
 
 
-def _model(row: dict, folder: Path, cache: dict[tuple, Path]) -> Path:
-    key = (row["shape"], row["weights"], row["group"])
+def _model(row: dict, folder: Path, cache: dict[tuple, Path], config: bool = True) -> Path:
+    """The row's file; ``config=False``: without the ``genai_config.json`` beside it (what today's code reads)."""
+    key = (row["shape"], row["weights"], row["group"], config)
     if key not in cache:
         name = "-".join(str(k) for k in key)
         cache[key] = build_genai_shaped(
-            folder / name / "model.onnx", row["shape"], bits=BITS[row["weights"]], block_size=row["group"] or 128
+            folder / name / "model.onnx",
+            row["shape"],
+            bits=BITS[row["weights"]],
+            block_size=row["group"] or 128,
+            config=config,
         )
     return cache[key]
 
@@ -101,11 +107,12 @@ def predict(rows: list[dict], folder: Path) -> list[dict]:
     out = []
     for row in rows:
         row = dict(row)
-        model = _model(row, folder, models)
-        runs: dict[str, dict[str, object]] = {"before": {"fusion": row.get("fusion")}}
+        runs: dict[str, tuple[Path, dict[str, object]]] = {
+            "before": (_model(row, folder, models, config=False), {"fusion": row.get("fusion")})
+        }
         if with_runtime:
-            runs["after"] = {"runtime": runtime_argument(row["runtime_profile"])}
-        for phase, extra in runs.items():
+            runs["after"] = (_model(row, folder, models), {"runtime": runtime_argument(row["runtime_profile"])})
+        for phase, (model, extra) in runs.items():
             try:
                 result = _run(model, row, **extra)
             except Exception as exc:  # reported in the table, precisely
