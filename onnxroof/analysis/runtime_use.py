@@ -16,10 +16,12 @@ below zero).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +64,29 @@ class RuntimeUse:
     genai: tuple[tuple[str, str], ...] = ()
     """The ``genai_config.json`` fields read (key, value), empty when there is no such file."""
     genai_path: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the runtime did, for the JSON document: name, launch mode and the figures applied (s), the KV
+        write policy and where it came from, the factors per kernel class with the kernels they touched and their
+        sources, what was read from a ``genai_config.json``, and every source of the runtime file."""
+        runtime = self.runtime
+        return {
+            "name": runtime.name,
+            "title": runtime.title,
+            "path": runtime.path,
+            "launch_mode": str(runtime.launch_mode),
+            "per_kernel_launch_s": self.per_kernel_s,
+            "per_run_s": self.per_run_s,
+            "kv_write": str(self.kv_write),
+            "kv_write_from": self.kv_from,
+            "kv_saved_bytes": self.kv_saved_bytes,
+            "factors": {
+                cls: {"value": value, "kernels": count, "source": runtime.sources.get(f"efficiency.{cls}", "")}
+                for cls, (value, count) in self.factors.items()
+            },
+            "genai_config": {"path": self.genai_path, **dict(self.genai)} if self.genai_path else None,
+            "sources": dict(runtime.sources),
+        }
 
 
 def apply_runtime(fused: FusedModel, platform: Platform, runtime: Runtime) -> tuple[FusedModel, RuntimeUse, Objects]:
@@ -121,9 +146,19 @@ def _class_of(
     attention = anchor is not None and ("Attention" in anchor.op_type or "attention" in patterns)
     gemm = descriptor.gemm
     m = gemm.m if gemm is not None else None
+    if m is None and descriptor.op_class == "matmul":
+        m = _rows(anchor)
     return kernel_class(
         descriptor.op_class, m, _weight_bits(anchor, descriptor, int8, ir), attention, _queries(anchor, m)
     )
+
+
+def _rows(anchor: OpView | None) -> int | None:
+    """M of a matrix product without a GEMM view (MatMulNBits): the product of its input's leading dims."""
+    data = anchor.input(0) if anchor is not None else None
+    if data is None or data.shape is None or not data.shape or any(d is None for d in data.shape[:-1]):
+        return None
+    return math.prod(d for d in data.shape[:-1] if d is not None)
 
 
 def _weight_bits(anchor: OpView | None, descriptor: KernelDescriptor, int8: bool, ir: ModelIR) -> int | None:

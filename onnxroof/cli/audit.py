@@ -18,6 +18,7 @@ from onnxroof.cli.common import (
     DimOption,
     FusionOption,
     PeakOption,
+    RuntimeOption,
     ShapeOption,
     app,
     exit_on_errors,
@@ -49,6 +50,7 @@ def audit(
     shape: ShapeOption = None,
     precision: Annotated[str | None, typer.Option(help="Cost every node at this precision (fp16, int8...).")] = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     peak: PeakOption = False,
     budget: Annotated[
         Path | None, typer.Option("--budget", "-b", help="A budget TOML file for every model.", show_default=False)
@@ -96,6 +98,7 @@ def audit(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
+            runtime=runtime,
             budget=budget,
             peak=peak,
         )

@@ -23,6 +23,7 @@ from onnxroof.cli.common import (
     PeakOption,
     PeakPrecisionOption,
     PlatformOption,
+    RuntimeOption,
     ShapeOption,
     app,
     chosen_format,
@@ -78,6 +79,7 @@ def check(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     peak: PeakOption = False,
     max_latency: Annotated[str | None, _limit_option("Predicted latency, e.g. 15ms, 800us.", "TIME")] = None,
     max_flops: Annotated[str | None, _limit_option("FLOPs, e.g. 5G.", "COUNT")] = None,
@@ -172,7 +174,7 @@ def check(
             ignore=ignore_finding or (),
         )
         settings = CheckSettings(
-            platform, parse_dim_bindings(dim or []), precision, fusion, shape_options(shape), peak=peak
+            platform, parse_dim_bindings(dim or []), precision, fusion, shape_options(shape), peak=peak, runtime=runtime
         )
         with progress_bar("checking") as progress:
             engine = choose_engine(workers=jobs, scheduler=scheduler)
@@ -204,6 +206,7 @@ def diff(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     fail_if_slower: Annotated[
         str | None,
         typer.Option(help="Exit 1 if the predicted latency grows by more than this, e.g. 5%.", metavar="SHARE"),
@@ -226,7 +229,7 @@ def diff(
         chosen = chosen_format(output_format, output, {".json": DiffFormat.json}, DiffFormat.table)
         dims = parse_dim_bindings(dim or [])
         shapes = shape_options(shape)
-        docs = [document_of(side, platform, dims, precision, fusion, shapes) for side in (old, new)]
+        docs = [document_of(side, platform, dims, precision, fusion, shapes, runtime) for side in (old, new)]
         result = diff_documents(docs[0], docs[1], str(old), str(new))
         gate = slowdown_gate(result, tolerance, fail_if_slower) if tolerance is not None and fail_if_slower else None
         if chosen is DiffFormat.json:

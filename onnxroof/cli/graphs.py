@@ -23,6 +23,7 @@ from onnxroof.cli.common import (
     PeakOption,
     PeakPrecisionOption,
     PlatformOption,
+    RuntimeOption,
     ShapeOption,
     app,
     chosen_format,
@@ -72,6 +73,7 @@ def _analyze(
     fusion: str | None,
     shape: list[str] | None = None,
     peak: bool = False,
+    runtime: str | None = None,
 ):
     """One analysis per platform; their warnings on stderr, each once."""
     from onnxroof.analysis.analyze import analyze
@@ -82,7 +84,9 @@ def _analyze(
     dims = parse_dim_bindings(dim or [])
     shapes = shape_options(shape)
     analyses = [
-        analyze(model, p, dims, shapes=shapes, whatif=WhatIf(precision=precision, peak=peak), fusion=fusion)
+        analyze(
+            model, p, dims, shapes=shapes, whatif=WhatIf(precision=precision, peak=peak), fusion=fusion, runtime=runtime
+        )
         for p in platforms
     ]
     warnings = tuple(dict.fromkeys(w for a in analyses for w in a.warnings))
@@ -101,6 +105,7 @@ def plot(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     peak: PeakOption = False,
     title: Annotated[str | None, typer.Option(help="Chart title (default: the model and platform).")] = None,
     kind: Annotated[
@@ -125,10 +130,10 @@ def plot(
 
             if len(chosen) > 1:
                 raise OnnxroofError("--kind floorline draws one platform: give one --platform")
-            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak)
+            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak, runtime)
             write_atomically(output, render_floorline(analysis, fmt, title))
             return
-        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak)
+        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak, runtime)
         write_atomically(output, render_plot(analyses, fmt, title))
 
 
@@ -140,6 +145,7 @@ def graph(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     output_format: Annotated[
         GraphFormat | None,
         typer.Option(
@@ -162,7 +168,7 @@ def graph(
             raise OnnxroofError("--format onnx writes a model file: give -o FILE.onnx")
         if chosen is GraphFormat.svg:
             annotate.require_dot()  # fail on a missing 'dot' before the analysis runs
-        (analysis,) = _analyze(model, [platform], dim, precision, fusion, shape)
+        (analysis,) = _analyze(model, [platform], dim, precision, fusion, shape, runtime=runtime)
         if chosen is GraphFormat.netron:
             emit(annotate.render_netron(analysis), output)
         elif chosen is GraphFormat.dot:

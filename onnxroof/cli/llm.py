@@ -22,6 +22,7 @@ from onnxroof.cli.common import (
     PlatformOption,
     PrecisionOption,
     ReportFormat,
+    RuntimeOption,
     ShapeOption,
     app,
     chosen_format,
@@ -65,6 +66,7 @@ def llm(
     ] = None,
     precision: PrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     peak: PeakOption = False,
     output_format: Annotated[
         ReportFormat | None, typer.Option("--format", "-f", help="table, json, csv or html (default: from -o).")
@@ -90,6 +92,7 @@ def llm(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
+            runtime=runtime,
             whatif=WhatIf(peak=True) if peak else None,
             kv_dims=parse_kv_dims(kv_dims),
         )

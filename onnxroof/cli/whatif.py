@@ -25,6 +25,7 @@ from onnxroof.cli.common import (
     OutputOption,
     PeakOption,
     PlatformOption,
+    RuntimeOption,
     ShapeOption,
     SkipOption,
     app,
@@ -148,6 +149,7 @@ def sweep(
     skip_compute: SkipOption = False,
     peak: PeakOption = False,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     output_format: FormatOption = None,
     output: OutputOption = None,
     chart: ChartOption = None,
@@ -178,6 +180,7 @@ def sweep(
             precisions=precisions if len(precisions) > 1 else (),
             precision=precisions[0] if len(precisions) == 1 else None,
             fusion=fusion,
+            runtime=runtime,
             whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak),
         )
 
@@ -207,6 +210,7 @@ def compare(
     skip_compute: SkipOption = False,
     peak: PeakOption = False,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     output_format: FormatOption = None,
     output: OutputOption = None,
     chart: ChartOption = None,
@@ -234,6 +238,7 @@ def compare(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
+            runtime=runtime,
             whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak),
         )
 

@@ -13,6 +13,7 @@ A ``--dim`` applies to the models whose inputs have that symbol; a manifest's di
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ class AuditOptions:
     """Whole-input shapes (``--shape``), applied to every model (one without that input gets an error row)."""
     peak: bool = False
     """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
+    runtime: str | None = None
+    """The runtime profile (``--runtime``: a bundled name or a TOML path); None: each platform's."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,8 @@ def _plan(
             settings["shapes"] = {k: list(v) for k, v in sorted(shapes.items())}
         if options.peak:  # likewise
             settings["peak"] = True
+        if options.runtime is not None:  # likewise; a runtime file by its content
+            settings["runtime"] = runtime_key(options.runtime)
         for target in targets:
             base = _base(entry, identity.sha256, target, dims, options, version)
             key = result_key(identity.sha256, identity.external, version, target.hash, settings)
@@ -159,7 +164,16 @@ def _plan(
             if key not in plan.waiting:
                 plan.keys.append(key)
                 plan.tasks.append(
-                    (entry.path, target.spec, dims, options.precision, options.fusion, shapes, options.peak)
+                    (
+                        entry.path,
+                        target.spec,
+                        dims,
+                        options.precision,
+                        options.fusion,
+                        shapes,
+                        options.peak,
+                        options.runtime,
+                    )
                 )
             plan.waiting.setdefault(key, []).append((len(plan.rows) - 1, base, target, budget))
     return plan
@@ -227,3 +241,11 @@ def _base(
         "fusion": options.fusion or target.platform.fusion_profile,
         "onnxroof_version": version,
     }
+
+
+def runtime_key(runtime: str) -> str:
+    """What a ``--runtime`` adds to a result's cache key: a bundled name as given, a file by its content's hash."""
+    path = Path(runtime)
+    if path.is_file():
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return runtime.strip().lower()

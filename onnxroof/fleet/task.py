@@ -32,6 +32,7 @@ def analyze_task(
     fusion: str | None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
     peak: bool = False,
+    runtime: str | None = None,
 ) -> dict[str, Any]:
     """Analyze ``path`` on ``platform`` with ``dims`` (and whole-input ``shapes``); the figures, or
     ``{"error", "error_kind"}``."""
@@ -55,6 +56,7 @@ def analyze_task(
             shapes=dict(shapes or {}),
             whatif=WhatIf(precision=precision, peak=peak),
             fusion=fusion,
+            runtime=runtime,
         )
         doc = to_dict(analysis)
     except OnnxroofError as exc:

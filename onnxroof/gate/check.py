@@ -168,6 +168,8 @@ class CheckSettings:
     """Whole-input shapes (``--shape``), bound with ``dims``."""
     peak: bool = False
     """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
+    runtime: str | None = None
+    """The runtime profile (``--runtime``: a bundled name or a path); None: the platform's."""
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,7 @@ def check_model(
             shapes=settings.shapes,
             whatif=WhatIf(precision=settings.precision, peak=settings.peak),
             fusion=settings.fusion,
+            runtime=settings.runtime,
         )
         doc = to_dict(analysis)
         platform = analysis.platform
