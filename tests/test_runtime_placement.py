@@ -267,10 +267,12 @@ def test_a_bad_runtime_file_exits_2_with_one_line(chain: Path, tmp_path: Path, t
         ("report", "ort-cpu", "runtime 'ort-cpu' runs on cpu platforms, not on 'a100' (gpu)"),
         ("compare", "ort-cpu", "runtime 'ort-cpu' runs on cpu platforms, not on 'a100' (gpu)"),
         ("sweep", "nope", "unknown runtime 'nope'"),
+        ("check", "ort-cpu", "runtime 'ort-cpu' runs on cpu platforms, not on 'a100' (gpu)"),
+        ("graph", "nope", "unknown runtime 'nope'"),
     ],
 )
 def test_a_bad_runtime_name_exits_2(chain: Path, command: str, runtime: str, message: str) -> None:
-    extra = ["--dim", "batch=1,2"] if command == "sweep" else []
+    extra = {"sweep": ["--dim", "batch=1,2"], "graph": ["-f", "dot"]}.get(command, [])
     result = invoke(command, chain, "-p", "a100", "--runtime", runtime, *extra)
     assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1
 
@@ -291,3 +293,20 @@ def test_the_report_json_says_which_runtime(chain: Path) -> None:
     assert runtime["name"] == "tensorrt-cudagraph" and runtime["launch_mode"] == "cuda-graph"
     assert runtime["per_kernel_launch_s"] == pytest.approx(0.5e-6) and runtime["per_run_s"] == pytest.approx(5e-6)
     assert runtime["sources"]["launch.per_kernel_us"].startswith("[derived]")
+
+
+def test_a_genai_config_that_enables_cuda_graphs_replays_the_run(tmp_path: Path) -> None:
+    """enable_cuda_graph "1" in the CUDA provider's options: a per-kernel runtime runs one replay per step (one
+    platform launch per run, 0 per node), and the report says the file did it."""
+    folder = tmp_path / "m"
+    shutil.copytree(SAMPLES / "genai_llama_fp32", folder)
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"]["decoder"]["session_options"]["provider_options"] = [{"cuda": {"enable_cuda_graph": "1"}}]
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    _, _, eager = _decode_bytes(SAMPLES / "genai_llama_fp32" / "model.onnx", 64, "ort-genai-cuda")
+    _, _, replayed = _decode_bytes(folder / "model.onnx", 64, "ort-genai-cuda")
+    assert replayed.runtime.runtime.captured and replayed.runtime.runtime.path.endswith("genai_config.json")
+    assert all(k.t_overhead_s == 0 for k in replayed.kernels)
+    launch = replayed.platform.launch_overhead_s
+    assert replayed.totals.overhead_time_s == pytest.approx(launch)
+    assert eager.totals.overhead_time_s == pytest.approx(launch * len(eager.kernels))

@@ -34,7 +34,7 @@ from onnxroof.fusion.descriptor import describe
 from onnxroof.load.genai_config import read_genai_config
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import Objects
-from onnxroof.runtime import KvWrite, Runtime, RuntimeKernelClass
+from onnxroof.runtime import KvWrite, LaunchMode, Runtime, RuntimeKernelClass, RuntimeLaunch
 from onnxroof.runtime.classes import kernel_class
 
 _PAST_NAME = re.compile(r"past.*(key|value)", re.IGNORECASE)
@@ -90,10 +90,14 @@ class RuntimeUse:
 
 
 def apply_runtime(fused: FusedModel, platform: Platform, runtime: Runtime) -> tuple[FusedModel, RuntimeUse, Objects]:
-    """``fused`` as ``runtime`` runs it on ``platform``, what was applied, and each kernel's kernel class (module
-    docstring). A ``genai_config.json`` beside the model overrides the runtime's KV write policy with its
-    ``past_present_share_buffer`` (``true``: in place, ``false``: copy)."""
+    """``fused`` as ``runtime`` runs it on ``platform``, what was applied (:attr:`RuntimeUse.runtime` is the
+    runtime placement uses), and each kernel's kernel class (module docstring). A ``genai_config.json`` beside
+    the model overrides the runtime's KV write policy with its ``past_present_share_buffer`` (``true``: in place,
+    ``false``: copy), and a ``per-kernel`` runtime's launch mode with ``enable_cuda_graph`` (``1``: one replayed
+    CUDA graph per run, with the launch defaults of that mode: one platform launch per run, 0 per node)."""
     config = read_genai_config(fused.costed.bound.loaded.path)
+    if config is not None and config.enable_cuda_graph and not runtime.captured:
+        runtime = replace(runtime, launch=RuntimeLaunch(LaunchMode.CUDA_GRAPH), path=f"{runtime.path} + {config.path}")
     kv_write, kv_from = runtime.kv_write, "runtime"
     if config is not None and config.past_present_share_buffer is not None:
         kv_write = KvWrite.IN_PLACE if config.past_present_share_buffer else KvWrite.COPY

@@ -29,6 +29,7 @@ from onnxroof.fleet.task import ErrorKind, analyze_task, cacheable, error_figure
 from onnxroof.gate.budget import Budget, load_budget
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
+from onnxroof.runtime import runtime_for
 
 #: Called as each analysis finishes: (model path, analyses done, analyses in all).
 Progress = Callable[[str, int, int], None]
@@ -210,6 +211,7 @@ def _targets(options: AuditOptions) -> list[_Target]:
         platform = load_platform(spec)
         if options.precision is not None:
             platform.peak(options.precision)
+        runtime_for(platform, options.runtime, options.fusion)  # a bad runtime raises before any model runs
         targets.setdefault(platform.name, _Target(platform, spec, digest(platform)))
     return list(targets.values())
 
