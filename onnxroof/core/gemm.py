@@ -10,7 +10,9 @@ the processing-element array mapping and the findings.
   ``m``, ``k`` from ``A``, ``n = Y[-1]``, one group;
 * convolution (Conv, FusedConv, ConvInteger, QLinearConv, NhwcConv), the implicit GEMM of each group, filter
   ``W[M, C/group, *k]``: ``m = N · Π out``, ``k = (C/group) · Π k``, ``n = M / group``, ``groups = group``;
-* ConvTranspose, filter ``W[C, M/group, *k]``: channels only (its GEMM is a scatter, not mapped here).
+* ConvTranspose, filter ``W[C, M/group, *k]``: channels only (its GEMM is a scatter, not mapped here);
+* packed low-bit products (com.microsoft MatMulNBits, MatMulBnb4): the matmul form with ``k`` and ``n`` the
+  op's ``K`` and ``N`` attributes (B is stored packed, so its shape says neither).
 
 ``in_channels`` and ``out_channels`` are the channel dims of the reduction and of the output per group, the dims a
 tensor-core tile pads: ``K`` and ``N`` of the weight ``B`` for products (``transB`` applied), ``C/group`` and
@@ -73,8 +75,14 @@ class GemmShape:
         return self.groups * self.m * self.n * self.k  # type: ignore[operator]  # None excluded: callers check complete
 
 
+#: Products whose B is packed low-bit weights (com.microsoft): K and N are attributes, B's stored shape is not [K, N].
+PACKED_MATMUL_OPS = frozenset({"MatMulNBits", "MatMulBnb4"})
+
+
 def gemm_shape(op: OpView) -> GemmShape | None:
     """The GEMM ``op`` performs (module docstring), or None for ops that are not GEMM-like or lack the tensors."""
+    if op.op_type in PACKED_MATMUL_OPS:
+        return _packed_matmul(op)
     form = GEMM_OPS.get(op.op_type)
     if form is None:
         return None
@@ -115,6 +123,16 @@ def _matmul(a: TensorInfo | None, b: TensorInfo | None, y: TensorInfo | None) ->
     return GemmShape(groups, m, n, k, *channels)
 
 
+def _packed_matmul(op: OpView) -> GemmShape | None:
+    """MatMulNBits / MatMulBnb4: ``Y[..., M, N] = A[..., M, K] · dequantize(B)`` with K and N the op's attributes
+    (B is stored packed, ``[N, ⌈K/block⌉, block·bits/8]`` or flat); M and the batch from A and Y as for MatMul."""
+    k, n = op.attrs.get("K"), op.attrs.get("N")
+    shape = _matmul(op.input(0), None, op.output(0))
+    if shape is None or not isinstance(k, int) or not isinstance(n, int):
+        return None
+    return GemmShape(shape.groups, shape.m, n, k, k, n)
+
+
 def _gemm(op: OpView, a: TensorInfo | None, b: TensorInfo | None, y: TensorInfo | None) -> GemmShape | None:
     ad, bd, yd = _dims(a), _dims(b), _dims(y)
     if ad is None or len(ad) != 2:
@@ -153,6 +171,7 @@ def _conv_transpose(w: TensorInfo | None, group: int) -> GemmShape | None:
 ARRAY_OPS = frozenset(
     {"MatMul", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "Gemm", "FusedGemm", "QGemm"}
     | {"Conv", "FusedConv", "ConvInteger", "QLinearConv", "NhwcConv"}
+    | PACKED_MATMUL_OPS
 )
 
 

@@ -258,6 +258,35 @@ def test_matmul_nbits_formula(m, n, blocks, bits, block, zp) -> None:
     assert c.params == n * k  # the logical weight elements, not the packed bytes
 
 
+def test_packed_products_have_the_gemm_view_of_their_attributes() -> None:
+    """MatMulNBits / MatMulBnb4 store B packed: the GEMM view (kernel descriptors, runtime kernel classes) takes K
+    and N from the attributes, M and the batch from A and Y, as for MatMul."""
+    from onnxroof.core.gemm import GemmShape, array_gemm
+
+    b, m, n, k, block = 2, 1, 48, 256, 32
+    nbits = make_op(
+        "MatMulNBits",
+        [([b, m, k], F32), ([n, k // block, block // 2], U8, W), ([n * k // block], F32, W)],
+        [([b, m, n], F32)],
+        domain=MS,
+        K=k,
+        N=n,
+        bits=4,
+        block_size=block,
+    )
+    assert array_gemm(nbits) == GemmShape(groups=b, m=m, n=n, k=k, in_channels=k, out_channels=n)
+    bnb4 = make_op(
+        "MatMulBnb4",
+        [([5, k], F32), ([n * k // 2], U8, W), ([n * k // 64], F32, W)],
+        [([5, n], F32)],
+        domain=MS,
+        K=k,
+        N=n,
+        block_size=64,
+    )
+    assert array_gemm(bnb4) == GemmShape(groups=1, m=5, n=n, k=k, in_channels=k, out_channels=n)
+
+
 def test_matmul_bnb4() -> None:
     m, n, k, block = 3, 16, 64, 64
     op = make_op(
