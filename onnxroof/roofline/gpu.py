@@ -58,9 +58,10 @@ TENSOR_CORE_PRECISIONS: Mapping[str, frozenset[str]] = MappingProxyType(
         "ampere": frozenset({"tf32", "fp16", "bf16", "int8", "int4"}),
         "ada": frozenset({"tf32", "fp16", "bf16", "fp8", "int8", "int4"}),
         "hopper": frozenset({"tf32", "fp16", "bf16", "fp8", "int8"}),
+        "blackwell": frozenset({"tf32", "fp16", "bf16", "fp8", "int8", "int4"}),
     }
 )
-"""Precisions each tensor-core generation runs (NVIDIA V100, Turing, A100, Ada and H100 architecture
+"""Precisions each tensor-core generation runs (NVIDIA V100, Turing, A100, Ada, H100 and Blackwell architecture
 whitepapers; Xavier's Volta adds INT8, its datasheet)."""
 
 FRAGMENT_BYTES = 16
