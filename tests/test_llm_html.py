@@ -46,9 +46,9 @@ def test_the_page_is_the_reports_design_with_the_llm_figures_above() -> None:
     per_sequence = f"{float(f'{result.tokens_per_s_per_sequence:.3g}'):,.0f}"
     assert f'id="llm-per-sequence">{per_sequence}<' in summary
     assert f'id="llm-aggregate">{float(f"{result.tokens_per_s_aggregate:.3g}"):,.0f}<' in summary
-    # kernels named by their layer: the two GroupQueryAttention kernels are told apart
-    for layer in (0, 1):
-        assert f"/model/layers.{layer}/attn/GroupQueryAttention" in summary
+    # the slowest kernels named by their layer's node, not by a bare op type that repeats in every layer
+    named = re.findall(r"/model/layers\.\d+/[\w./]+", summary)
+    assert len(named) >= 2 and all(name.split("/")[-1] for name in named)
     assert 'id="llm-search"' in summary and "largest batch with time per token" in summary
     assert "<title>LLM serving: model.onnx on a100" in page
 

@@ -30,6 +30,7 @@ from onnxroof.analysis.stages import (
 )
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import WhatIf, whatif_warnings
+from onnxroof.core.descriptor import KernelDescriptor, accumulation_dtype, conv_geometry
 from onnxroof.core.gemm import array_gemm
 from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
@@ -39,6 +40,7 @@ from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import resolve_precision
+from onnxroof.roofline.gpu import describe_time_model, time_model_for
 from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
 from onnxroof.roofline.place import ROOFLINE, Floats, Objects, TimeModel, Work, floats
@@ -80,6 +82,9 @@ class Analysis:
     """The IR's graph index (producers, consumers, view roots), None when there is no graph."""
     time_model: str = ROOFLINE.name
     """The time model that turned kernels into time (:mod:`onnxroof.roofline.place`)."""
+    time_model_info: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    """What the time model assumed: its name, the launch mode, launch figures and constants with their sources
+    (:func:`~onnxroof.roofline.gpu.describe_time_model`)."""
     runtime: RuntimeUse | None = field(default=None, compare=False)
     """The runtime the kernels ran under and what it changed (:class:`~onnxroof.analysis.runtime_use.RuntimeUse`):
     launch mode and figures, KV-cache writes, efficiency factors; None for an analysis built without one."""
@@ -148,7 +153,7 @@ def analyze(
     strict: bool = False,
     fusion: str | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
-    time_model: TimeModel = ROOFLINE,
+    time_model: TimeModel | None = None,
     runtime: str | os.PathLike[str] | Runtime | None = None,
 ) -> Analysis:
     """Cost every node of ``model`` and place it on ``platform``'s roofline: read → bind → cost → fuse → place.
@@ -160,8 +165,9 @@ def analyze(
     ones). ``strict`` raises :class:`~onnxroof.core.errors.StrictError` when any node is unsupported or has no
     static shape; ``runtime`` names the runtime profile (a bundled name, a TOML path or a
     :class:`~onnxroof.runtime.Runtime`; default: the platform's, :func:`~onnxroof.runtime.runtime_for`);
-    ``fusion`` overrides the runtime's fusion profile; ``time_model`` turns each kernel into time
-    (:class:`~onnxroof.roofline.place.RooflineTime`, the bound, by default).
+    ``fusion`` overrides the runtime's fusion profile; ``time_model`` turns each kernel into time (None: the
+    what-if knobs' ``time_model``, else the platform's default, :func:`~onnxroof.roofline.gpu.time_model_for`:
+    the ``gpu`` model on GPUs, the roofline bound elsewhere).
     """
     plan = whatif or WhatIf()
     target = platform if isinstance(platform, Platform) else load_platform(platform)
@@ -178,7 +184,7 @@ def analyze(
 def place(
     fused: FusedModel,
     platform: Platform,
-    time_model: TimeModel = ROOFLINE,
+    time_model: TimeModel | None = None,
     runtime: str | os.PathLike[str] | Runtime | None = None,
 ) -> Analysis:
     """The placement stage: ``fused``'s nodes and kernels on ``platform`` under ``runtime`` through
@@ -194,11 +200,14 @@ def place(
     anchor's, except that a QDQ kernel computes at the platform's int8 (through the same chain). ``platform``'s
     sustained roofs are used unless the what-if knobs ask for ``peak``. Weights are read from DRAM on every run
     when weights and peak activations together exceed the platform's largest cache level
-    (:func:`cold_weight_bytes`)."""
+    (:func:`cold_weight_bytes`). ``time_model`` None: the what-if knobs' ``time_model``, else the platform's
+    default (:func:`~onnxroof.roofline.gpu.time_model_for`)."""
     costed = fused.costed
     bound = costed.bound
     plan = bound.plan
     target = platform.with_peak_roofs(plan.peak)  # sustained roofs unless --peak
+    if time_model is None:
+        time_model = time_model_for(plan.time_model, target)
     if plan.precision is not None:
         target.peak(plan.precision)
     if costed.sparse is not None and costed.sparse != (target.sparsity, frozenset(target.sparse_peak_flops)):
@@ -235,6 +244,16 @@ def place(
         whatif=plan,
         index=bound.ir.index,
         time_model=time_model.name,
+        time_model_info=MappingProxyType(
+            describe_time_model(
+                time_model,
+                target,
+                runtime=use.runtime.name,
+                launch_mode=str(use.runtime.launch_mode),
+                per_kernel_s=use.per_kernel_s,
+                per_run_s=use.per_run_s,
+            )
+        ),
         runtime=use,
     )
 
@@ -262,10 +281,23 @@ def _place_nodes(
         launches=floats([c.launches for c in node_costs]),
         utilization=_node_utilization(ops, target),
         cold_bytes=np.zeros(len(ops)),
+        descriptors=tuple(_node_descriptor(op, cls) for op, cls in zip(ops, costed.op_classes, strict=True)),
         runtime_class=classes,
     )
     figures = place_rows(work, target, model, runtime)
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
+
+
+def _node_descriptor(op: OpView, op_class: str) -> KernelDescriptor:
+    """A node on its own as a kernel: its class, GEMM view, convolution geometry and dtypes."""
+    gemm = array_gemm(op)
+    return KernelDescriptor(
+        op_class=str(op_class),
+        gemm=gemm,
+        dtype=op.dtype,
+        conv=conv_geometry(op) if gemm is not None else None,
+        accumulation=accumulation_dtype(op.dtype),
+    )
 
 
 def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> Floats:

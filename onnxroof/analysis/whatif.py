@@ -45,7 +45,7 @@ from onnxroof.core.cost import Cost
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.ir import Restate, TensorInfo
 from onnxroof.core.protos import node_id
-from onnxroof.core.states import Role
+from onnxroof.core.states import Role, TimeModelKind
 from onnxroof.costing.node import BUFFER_NAME
 from onnxroof.platform.model import Platform
 
@@ -109,6 +109,9 @@ class WhatIf:
     """The KV cache's tensors (past inputs, present outputs) ``kv_precision`` restates."""
     weights: str | None = None
     """Weight-only quantization of a float graph (``llm --weights int4|int8``): see :func:`weight_only_itemsize`."""
+    time_model: TimeModelKind | None = None
+    """The time model placement uses (``--time-model``); None: the platform's default (``gpu`` on GPUs with a
+    ``[gpu]`` table, else ``roofline``)."""
 
     @classmethod
     def of(
@@ -119,6 +122,7 @@ class WhatIf:
         compress_mem: bool = False,
         skip_compute: bool = False,
         peak: bool = False,
+        time_model: TimeModelKind | str | None = None,
     ) -> WhatIf:
         """The knobs from plain keywords (``densities={"weight": 0.5}``, ``layer_densities={node: {...}}``)."""
         return cls(
@@ -128,6 +132,7 @@ class WhatIf:
             compress_mem=compress_mem,
             skip_compute=skip_compute,
             peak=peak,
+            time_model=None if time_model is None else TimeModelKind(time_model),
         )
 
     @property
@@ -144,6 +149,7 @@ class WhatIf:
             **({"peak": True} if self.peak else {}),
             **({"kv_precision": self.kv_precision} if self.kv_precision else {}),
             **({"weights": self.weights} if self.weights else {}),
+            **({"time_model": str(self.time_model)} if self.time_model is not None else {}),
         }
 
 
@@ -207,9 +213,11 @@ def whatif_options(
     skip_compute: bool,
     precision: str | None = None,
     peak: bool = False,
+    time_model: TimeModelKind | None = None,
 ) -> WhatIf:
     """The :class:`WhatIf` of the CLI's what-if options (``--density``, ``--density-file``, ``--compress-mem``,
-    ``--skip-compute``, ``--peak``, and ``--precision`` where one precision applies to the whole run)."""
+    ``--skip-compute``, ``--peak``, ``--time-model``, and ``--precision`` where one precision applies to the whole
+    run)."""
     layers = load_layer_densities(density_file) if density_file is not None else {}
     return WhatIf(
         precision=precision,
@@ -218,6 +226,7 @@ def whatif_options(
         compress_mem=compress_mem,
         skip_compute=skip_compute,
         peak=peak,
+        time_model=time_model,
     )
 
 

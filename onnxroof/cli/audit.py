@@ -20,6 +20,7 @@ from onnxroof.cli.common import (
     PeakOption,
     RuntimeOption,
     ShapeOption,
+    TimeModelOption,
     app,
     default_platforms,
     exit_on_errors,
@@ -53,6 +54,7 @@ def audit(
     fusion: FusionOption = None,
     runtime: RuntimeOption = None,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     budget: Annotated[
         Path | None, typer.Option("--budget", "-b", help="A budget TOML file for every model.", show_default=False)
     ] = None,
@@ -102,6 +104,7 @@ def audit(
             runtime=runtime,
             budget=budget,
             peak=peak,
+            time_model=time_model,
         )
         engine = choose_engine(workers=workers or min(4, os.cpu_count() or 1), scheduler=scheduler, dask=True)
         try:

@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - older typer runs on click itself
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
 from onnxroof.core.profiles import FusionProfile
+from onnxroof.core.states import TimeModelKind
 from onnxroof.core.version import __version__
 
 DEFAULT_PLATFORM = "xavier"
@@ -323,6 +324,14 @@ PeakOption = Annotated[
     typer.Option(
         "--peak",
         help="Draw the roofline from the datasheet peaks and bandwidth as given, not the sustained shares of them.",
+    ),
+]
+TimeModelOption = Annotated[
+    TimeModelKind | None,
+    typer.Option(
+        "--time-model",
+        help="How kernels become time: gpu (tiles, waves, alignment, launches; the default on GPU platforms) or "
+        "roofline (max of compute and memory time: the lower bound; the default elsewhere).",
     ),
 ]
 SkipOption = Annotated[

@@ -25,6 +25,7 @@ from onnxroof.cli.common import (
     PlatformOption,
     RuntimeOption,
     ShapeOption,
+    TimeModelOption,
     app,
     chosen_format,
     emit,
@@ -82,6 +83,7 @@ def check(
     fusion: FusionOption = None,
     runtime: RuntimeOption = None,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     max_latency: Annotated[str | None, _limit_option("Predicted latency, e.g. 15ms, 800us.", "TIME")] = None,
     max_flops: Annotated[str | None, _limit_option("FLOPs, e.g. 5G.", "COUNT")] = None,
     max_params: Annotated[str | None, _limit_option("Parameters, e.g. 25M.", "COUNT")] = None,
@@ -178,7 +180,14 @@ def check(
             ignore=ignore_finding or (),
         )
         settings = CheckSettings(
-            platform, parse_dim_bindings(dim or []), precision, fusion, shape_options(shape), peak=peak, runtime=runtime
+            platform,
+            parse_dim_bindings(dim or []),
+            precision,
+            fusion,
+            shape_options(shape),
+            peak=peak,
+            time_model=time_model,
+            runtime=runtime,
         )
         with progress_bar("checking") as progress:
             engine = choose_engine(workers=jobs, scheduler=scheduler)

@@ -25,6 +25,7 @@ from onnxroof.cli.common import (
     PlatformOption,
     RuntimeOption,
     ShapeOption,
+    TimeModelOption,
     app,
     chosen_format,
     default_platforms,
@@ -34,6 +35,7 @@ from onnxroof.cli.common import (
 )
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
+from onnxroof.core.states import TimeModelKind
 
 
 class GraphFormat(StrEnum):
@@ -74,6 +76,7 @@ def _analyze(
     fusion: str | None,
     shape: list[str] | None = None,
     peak: bool = False,
+    time_model: TimeModelKind | None = None,
     runtime: str | None = None,
 ):
     """One analysis per platform; their warnings on stderr, each once."""
@@ -86,7 +89,13 @@ def _analyze(
     shapes = shape_options(shape)
     analyses = [
         analyze(
-            model, p, dims, shapes=shapes, whatif=WhatIf(precision=precision, peak=peak), fusion=fusion, runtime=runtime
+            model,
+            p,
+            dims,
+            shapes=shapes,
+            whatif=WhatIf(precision=precision, peak=peak, time_model=time_model),
+            fusion=fusion,
+            runtime=runtime,
         )
         for p in platforms
     ]
@@ -108,6 +117,7 @@ def plot(
     fusion: FusionOption = None,
     runtime: RuntimeOption = None,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     title: Annotated[str | None, typer.Option(help="Chart title (default: the model and platform).")] = None,
     kind: Annotated[
         PlotKind,
@@ -131,10 +141,10 @@ def plot(
 
             if len(chosen) > 1:
                 raise OnnxroofError("--kind floorline draws one platform: give one --platform")
-            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak, runtime)
+            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak, time_model, runtime)
             write_atomically(output, render_floorline(analysis, fmt, title))
             return
-        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak, runtime)
+        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak, time_model, runtime)
         write_atomically(output, render_plot(analyses, fmt, title))
 
 

@@ -24,6 +24,7 @@ from onnxroof.cli.common import (
     ReportFormat,
     RuntimeOption,
     ShapeOption,
+    TimeModelOption,
     app,
     chosen_format,
     emit,
@@ -95,6 +96,7 @@ def llm(
     fusion: FusionOption = None,
     runtime: RuntimeOption = None,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     output_format: Annotated[
         ReportFormat | None, typer.Option("--format", "-f", help="table, json, csv or html (default: from -o).")
     ] = None,
@@ -120,7 +122,7 @@ def llm(
             precision=precision,
             fusion=fusion,
             runtime=runtime,
-            whatif=WhatIf(peak=True) if peak else None,
+            whatif=WhatIf(peak=True, time_model=time_model) if peak or time_model else None,
             kv_dims=parse_kv_dims(kv_dims),
             kv_precision=kv_precision,
             weights=weights,

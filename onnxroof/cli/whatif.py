@@ -28,6 +28,7 @@ from onnxroof.cli.common import (
     RuntimeOption,
     ShapeOption,
     SkipOption,
+    TimeModelOption,
     app,
     emit,
     exit_on_errors,
@@ -148,6 +149,7 @@ def sweep(
     compress_mem: CompressOption = False,
     skip_compute: SkipOption = False,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     fusion: FusionOption = None,
     runtime: RuntimeOption = None,
     output_format: FormatOption = None,
@@ -181,7 +183,7 @@ def sweep(
             precision=precisions[0] if len(precisions) == 1 else None,
             fusion=fusion,
             runtime=runtime,
-            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak, time_model=time_model),
         )
 
     renderers = Renderers(render_sweep_chart, render_sweep_json, render_sweep_csv, render_sweep_table)
@@ -209,6 +211,7 @@ def compare(
     compress_mem: CompressOption = False,
     skip_compute: SkipOption = False,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     fusion: FusionOption = None,
     runtime: RuntimeOption = None,
     output_format: FormatOption = None,
@@ -239,7 +242,7 @@ def compare(
             precision=precision,
             fusion=fusion,
             runtime=runtime,
-            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak, time_model=time_model),
         )
 
     renderers = Renderers(render_compare_chart, render_compare_json, render_compare_csv, render_compare_table)

@@ -48,6 +48,8 @@ class AuditOptions:
     """Whole-input shapes (``--shape``), applied to every model (one without that input gets an error row)."""
     peak: bool = False
     """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
+    time_model: str | None = None
+    """The time model (``--time-model``: ``roofline`` or ``gpu``); None: each platform's default."""
     runtime: str | None = None
     """The runtime profile (``--runtime``: a bundled name or a TOML path); None: each platform's."""
 
@@ -151,6 +153,8 @@ def _plan(
             settings["shapes"] = {k: list(v) for k, v in sorted(shapes.items())}
         if options.peak:  # likewise
             settings["peak"] = True
+        if options.time_model is not None:  # likewise
+            settings["time_model"] = str(options.time_model)
         if options.runtime is not None:  # likewise; a runtime file by its content
             settings["runtime"] = runtime_key(options.runtime)
         for target in targets:
@@ -173,6 +177,7 @@ def _plan(
                         options.fusion,
                         shapes,
                         options.peak,
+                        options.time_model,
                         options.runtime,
                     )
                 )
