@@ -59,7 +59,7 @@ MEASUREMENTS = Path(__file__).resolve().parent / "gpu_measurements.toml"
 WORK = Path(__file__).resolve().parent / "_work" / "gpu"
 TARGET = 0.20
 SEQUENCE = 384  # MLPerf BERT's max_seq_length
-RUNTIME_GRAPH = "tensorrt-graph"
+RUNTIME_GRAPH = "tensorrt-cudagraph"
 RUNTIME_KERNEL = "tensorrt"
 TIME_MODELS = ("roofline", "gpu")
 

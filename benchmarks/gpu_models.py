@@ -20,6 +20,8 @@ Shapes (the builders follow the published architectures; counts checked by :func
 * ``retinanet``: MLPerf's RetinaNet at 800x800: ResNeXt-50 32x4d, an FPN on C3-C5 (256 channels, nearest
   upsampling, 3x3 output convs) with P6 and P7 from P5 (3x3/2 convs), and the shared heads (four 3x3 256
   convs + ReLU, then 9x264 class logits or 9x4 box deltas) on P3-P7: 120087 anchors, 264 classes.
+* ``resnet18``, ``vgg16``, ``vgg19``, ``mobilenet-v2``: torchvision's models at 224x224 (the ones torch2trt's
+  Jetson tables time), BatchNorm folded, ReLU6 as ``Clip``.
 * ``bert-large``: BERT-Large (24 layers, hidden 1024, 16 heads, intermediate 4096, vocabulary 30522, 512
   positions) with the SQuAD span head, at sequence ``S`` (384 in MLPerf): embeddings Gathered and summed,
   LayerNormalization, Q/K/V MatMul + Add, attention as MatMul → scale → mask Add → Softmax → MatMul, GELU
@@ -47,6 +49,11 @@ OPSET = 20  # Gelu (opset 20), LayerNormalization (17)
 IR_VERSION = 9
 ALIGNMENT = 4096
 BATCH = "N"
+
+_TORCHVISION = (
+    "torchvision {weights}_Weights.IMAGENET1K_V1: num_params {n}, GFLOPS {g} (multiply-adds) "
+    "(https://pytorch.org/vision/stable/models/generated/torchvision.models.{name}.html)"
+)
 
 #: Published parameter and MAC counts (one sample), with their sources.
 PUBLISHED: dict[str, tuple[float, float, str]] = {
@@ -82,6 +89,18 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
         0.0,
         "Devlin et al. 2019 (arXiv:1810.04805): BERT-Large 340M parameters (rounded); the closed form with the "
         "pooler (1024² + 1024, unused by the SQuAD span head and absent here) is 335.14M",
+    ),
+    "resnet18": (
+        11_689_512,
+        1.81e9,
+        _TORCHVISION.format(name="resnet18", weights="ResNet18", n="11,689,512", g="1.81"),
+    ),
+    "vgg16": (138_357_544, 15.47e9, _TORCHVISION.format(name="vgg16", weights="VGG16", n="138,357,544", g="15.47")),
+    "vgg19": (143_667_240, 19.63e9, _TORCHVISION.format(name="vgg19", weights="VGG19", n="143,667,240", g="19.63")),
+    "mobilenet-v2": (
+        3_504_872,
+        0.30e9,
+        _TORCHVISION.format(name="mobilenet_v2", weights="MobileNet_V2", n="3,504,872", g="0.30"),
     ),
 }
 
@@ -233,10 +252,67 @@ def _resnet50(g: _Graph) -> tuple[list[onnx.ValueInfoProto], list[str]]:
     for i, (blocks, width) in enumerate(((3, 64), (4, 128), (6, 256), (3, 512))):
         for b in range(blocks):
             x = _bottleneck(g, x, width, width * 4, 2 if b == 0 and i > 0 else 1)
-    pooled = g.op("GlobalAveragePool", [x])
-    flat = g.op("Flatten", [pooled], axis=1)
-    logits = g.op("Gemm", [flat, g.weight([1000, 2048]), g.weight([1000])], transB=1)
-    return inputs, [logits]
+    return inputs, [_classifier(g, x, 2048)]
+
+
+def _resnet18(g: _Graph) -> tuple[list[onnx.ValueInfoProto], list[str]]:
+    inputs, x = _image_input(g, 224)
+    x = _stem(g, x)
+    for i, out in enumerate((64, 128, 256, 512)):
+        for b in range(2):
+            x = _basic(g, x, out, 2 if b == 0 and i > 0 else 1)
+    return inputs, [_classifier(g, x, 512)]
+
+
+def _classifier(g: _Graph, x: str, channels: int) -> str:
+    """Global average pool, Flatten, Gemm to 1000 classes."""
+    flat = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
+    return g.op("Gemm", [flat, g.weight([1000, channels]), g.weight([1000])], transB=1)
+
+
+def _vgg(layers: Sequence[int]) -> Callable[[_Graph], tuple[list[onnx.ValueInfoProto], list[str]]]:
+    """torchvision's VGG: 3x3 convs + ReLU in five stages (64, 128, 256, 512, 512 channels; ``layers`` convs
+    each) with 2x2 max pools, then 25088 → 4096 → 4096 → 1000 (Dropout is identity at inference)."""
+
+    def build_vgg(g: _Graph) -> tuple[list[onnx.ValueInfoProto], list[str]]:
+        inputs, x = _image_input(g, 224)
+        for convs, out in zip(layers, (64, 128, 256, 512, 512), strict=True):
+            for _ in range(convs):
+                x = g.act(g.conv(x, out, 3))
+            c, h, w = g.chw[x]
+            pooled = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+            g.chw[pooled] = (c, h // 2, w // 2)
+            x = pooled
+        x = g.op("Flatten", [x], axis=1)
+        for k, n in ((25088, 4096), (4096, 4096)):
+            x = g.op("Relu", [g.op("Gemm", [x, g.weight([n, k]), g.weight([n])], transB=1)])
+        return inputs, [g.op("Gemm", [x, g.weight([1000, 4096]), g.weight([1000])], transB=1)]
+
+    return build_vgg
+
+
+def _mobilenet_v2(g: _Graph) -> tuple[list[onnx.ValueInfoProto], list[str]]:
+    """torchvision's MobileNet-v2 (width 1.0): 3x3/2 conv (32), inverted residuals (expand 1x1 + ReLU6,
+    depthwise 3x3 + ReLU6, project 1x1; residual Add when stride 1 and channels match) per the paper's table
+    (t, c, n, s), 1x1 conv to 1280, pool, 1280 → 1000. ReLU6 as ``Clip(0, 6)``."""
+    inputs, x = _image_input(g, 224)
+    x = _relu6(g, g.conv(x, 32, 3, 2))
+    plan = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+    for t, c, n, s in plan:
+        for i in range(n):
+            cin = g.chw[x][0]
+            y = _relu6(g, g.conv(x, cin * t, 1)) if t != 1 else x
+            y = _relu6(g, g.conv(y, cin * t, 3, s if i == 0 else 1, groups=cin * t))
+            y = g.conv(y, c, 1)
+            x = g.add(y, x) if (s if i == 0 else 1) == 1 and cin == c else y
+    x = _relu6(g, g.conv(x, 1280, 1))
+    return inputs, [_classifier(g, x, 1280)]
+
+
+def _relu6(g: _Graph, x: str) -> str:
+    out = g.op("Clip", [x, g.fscalar(0.0), g.fscalar(6.0)])
+    g.chw[out] = g.chw[x]
+    return out
 
 
 def _heads(g: _Graph, maps: Sequence[str], anchors: Sequence[int], classes: int, k: int, stride: int) -> list[str]:
@@ -380,6 +456,10 @@ BUILDERS: dict[str, Callable[[_Graph], tuple[list[onnx.ValueInfoProto], list[str
     "ssd-resnet34": _ssd_resnet34,
     "retinanet": _retinanet,
     "bert-large": _bert_large,
+    "resnet18": _resnet18,
+    "vgg16": _vgg((2, 2, 3, 3, 3)),
+    "vgg19": _vgg((2, 2, 4, 4, 4)),
+    "mobilenet-v2": _mobilenet_v2,
 }
 
 

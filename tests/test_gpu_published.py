@@ -41,6 +41,9 @@ FIELDS = {
 }
 
 
+SOURCES = ("https://github.com/mlcommons/inference_results_v", "https://github.com/NVIDIA-AI-IOT/torch2trt/blob/")
+
+
 @pytest.fixture(scope="module")
 def rows() -> list[dict]:
     return bench.load_rows()
@@ -53,8 +56,8 @@ def test_rows_parse_with_every_field_and_a_source(rows: list[dict]) -> None:
         assert set(row) == set(FIELDS), row["id"]
         for key, kind in FIELDS.items():
             assert isinstance(row[key], kind), (row["id"], key)
-        assert row["source"].startswith("https://github.com/mlcommons/inference_results_v"), row["id"]
-        assert "mlperf_log_summary.txt : '" in row["source"], row["id"]
+        assert row["source"].startswith(SOURCES), row["id"]
+        assert (".txt : '" in row["source"]) or (".md : '" in row["source"]), row["id"]
         assert row["shape"] in gpu_models.BUILDERS, row["id"]
         assert (row["scenario"], row["metric"]) in {("SingleStream", "latency_ms"), ("Offline", "throughput_sps")}
         assert row["measured"] > 0 and row["batch"] >= 1
@@ -78,10 +81,13 @@ def test_rows_cover_five_gpus_two_of_them_jetson(rows: list[dict]) -> None:
 
 
 def test_summary_figures_match_their_source_quote(rows: list[dict]) -> None:
-    """``measured`` is the figure quoted in ``source``: the mean latency in ns ÷ 1e6, or samples/s as printed."""
+    """``measured`` is the figure quoted in ``source``: the mean latency in ns ÷ 1e6, samples/s as printed, or
+    torch2trt's 'Latency (TensorRT)' in ms."""
     for row in rows:
         quoted = row["source"].split(" : '", 1)[1]
-        if row["metric"] == "latency_ms":
+        if "torch2trt" in row["source"]:
+            assert f"Latency (TensorRT) {row['measured']:g} |" in quoted, row["id"]
+        elif row["metric"] == "latency_ms":
             ns = int(quoted.split("Mean latency (ns) : ")[1].split("'")[0])
             assert row["measured"] == pytest.approx(ns / 1e6, rel=1e-5), row["id"]
         else:
@@ -102,6 +108,18 @@ def _counts(shape: str, folder: Path, **dims: int) -> tuple[float, float, onnx.M
 
 def _boxes(model: onnx.ModelProto) -> list[int]:
     return [o.type.tensor_type.shape.dim[2].dim_value for o in model.graph.output]
+
+
+@pytest.mark.parametrize(
+    ("shape", "params", "gmacs"),
+    [("resnet18", 11_689_512, 1.81), ("vgg16", 138_357_544, 15.47), ("vgg19", 143_667_240, 19.63)],
+)
+def test_torchvision_models_match_torchvision_counts(folder: Path, shape: str, params: int, gmacs: float) -> None:
+    """torchvision's model tables (num_params, GFLOPS as multiply-adds); ResNet-18 has BatchNorm's 2 per
+    channel where the folded graph has 1 bias: 4,800 fewer; VGG has no BatchNorm."""
+    got, macs, _ = _counts(shape, folder, N=1)
+    assert got == params - (4_800 if shape == "resnet18" else 0)
+    assert macs == pytest.approx(gmacs * 1e9, rel=0.003)
 
 
 def test_resnet50_matches_the_published_counts(folder: Path) -> None:
