@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxroof
 from onnxroof.analysis.results import NodeResult
 from onnxroof.roofline.kernels import KernelResult
+from onnxroof.roofline.place import ROOFLINE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,7 +205,7 @@ def test_placed_columns_follow_the_roofline_formula_row_by_row() -> None:
     # placement is vectorized over the kernels' and nodes' columns: each row must still be the plain roofline,
     # t = max(F / P, B / W) + launch (xavier: no cache levels, no efficiency figures), computed here in Python
     sample = Path(__file__).parent.parent / "samples" / "tiny_transformer.onnx"
-    analysis = onnxroof.analyze(sample, "xavier", dims={"batch": 1, "seq": 16})
+    analysis = onnxroof.analyze(sample, "xavier", dims={"batch": 1, "seq": 16}, time_model=ROOFLINE)
     platform = analysis.platform
     assert len(analysis.kernels) > 1
     for row in (*analysis.kernels, *analysis.nodes):

@@ -29,6 +29,7 @@ from onnxroof.analysis.stages import (
 )
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import WhatIf, whatif_warnings
+from onnxroof.core.descriptor import KernelDescriptor, accumulation_dtype, conv_geometry
 from onnxroof.core.gemm import array_gemm
 from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
@@ -38,6 +39,7 @@ from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import resolve_precision
+from onnxroof.roofline.gpu import describe_time_model, time_model_for
 from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
 from onnxroof.roofline.place import ROOFLINE, Floats, TimeModel, Work, floats
@@ -78,6 +80,9 @@ class Analysis:
     """The IR's graph index (producers, consumers, view roots), None when there is no graph."""
     time_model: str = ROOFLINE.name
     """The time model that turned kernels into time (:mod:`onnxroof.roofline.place`)."""
+    time_model_info: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    """What the time model assumed: its name, the launch mode, launch figures and constants with their sources
+    (:func:`~onnxroof.roofline.gpu.describe_time_model`)."""
 
     @property
     def graph(self) -> nx.DiGraph[str] | None:
@@ -136,7 +141,7 @@ def analyze(
     strict: bool = False,
     fusion: str | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
-    time_model: TimeModel = ROOFLINE,
+    time_model: TimeModel | None = None,
 ) -> Analysis:
     """Cost every node of ``model`` and place it on ``platform``'s roofline: read → bind → cost → fuse → place.
 
@@ -146,7 +151,8 @@ def analyze(
     densities, ``compress_mem``, ``skip_compute``, ``peak`` for the datasheet roofs instead of the sustained
     ones). ``strict`` raises :class:`~onnxroof.core.errors.StrictError` when any node is unsupported or has no
     static shape; ``fusion`` names the fusion profile (default: the platform's); ``time_model`` turns each
-    kernel into time (:class:`~onnxroof.roofline.place.RooflineTime`, the bound, by default).
+    kernel into time (None: the what-if knobs' ``time_model``, else the platform's default,
+    :func:`~onnxroof.roofline.gpu.time_model_for`: the ``gpu`` model on GPUs, the roofline bound elsewhere).
     """
     plan = whatif or WhatIf()
     target = platform if isinstance(platform, Platform) else load_platform(platform)
@@ -159,7 +165,7 @@ def analyze(
     return place(fuse(costed, fusion or target.fusion_profile), target, time_model)
 
 
-def place(fused: FusedModel, platform: Platform, time_model: TimeModel = ROOFLINE) -> Analysis:
+def place(fused: FusedModel, platform: Platform, time_model: TimeModel | None = None) -> Analysis:
     """The placement stage: ``fused``'s nodes and kernels on ``platform`` through ``time_model``, summed into an
     :class:`Analysis`.
 
@@ -167,11 +173,15 @@ def place(fused: FusedModel, platform: Platform, time_model: TimeModel = ROOFLIN
     anchor's, except that a QDQ kernel computes at the platform's int8 (through the same chain). ``platform``'s
     sustained roofs are used unless the what-if knobs ask for ``peak``. Weights are read from DRAM on every run
     when weights and peak activations together exceed the platform's largest cache level
-    (:func:`cold_weight_bytes`)."""
+    (:func:`cold_weight_bytes`). ``time_model`` None: the what-if knobs' ``time_model``, else the platform's
+    default (:func:`~onnxroof.roofline.gpu.time_model_for`). A captured run pays one launch of
+    ``time_model.per_run_s(platform)`` (the platform's ``launch_overhead_s`` for models without one)."""
     costed = fused.costed
     bound = costed.bound
     plan = bound.plan
     target = platform.with_peak_roofs(plan.peak)  # sustained roofs unless --peak
+    if time_model is None:
+        time_model = time_model_for(plan.time_model, target)
     if plan.precision is not None:
         target.peak(plan.precision)
     if costed.sparse is not None and costed.sparse != (target.sparsity, frozenset(target.sparse_peak_flops)):
@@ -182,7 +192,8 @@ def place(fused: FusedModel, platform: Platform, time_model: TimeModel = ROOFLIN
     resolved, fallbacks = fallback_warnings(costed.wanted, target)
     nodes = _place_nodes(fused, target, resolved, time_model)
     kernels = _place_kernels(fused, target, nodes, time_model)
-    graph_launch_s = target.launch_overhead_s * fused.captured
+    per_run = getattr(time_model, "per_run_s", None)
+    graph_launch_s = (target.launch_overhead_s if per_run is None else per_run(target)) * fused.captured
     totals = build_totals(nodes, costed.weights, costed.peak, kernels, target, graph_launch_s)
     warnings = list(bound.loaded.warnings) + whatif_warnings(plan, target) + fallbacks + list(costed.warnings)
     return Analysis(
@@ -201,6 +212,7 @@ def place(fused: FusedModel, platform: Platform, time_model: TimeModel = ROOFLIN
         whatif=plan,
         index=bound.ir.index,
         time_model=time_model.name,
+        time_model_info=MappingProxyType(describe_time_model(time_model, target, fused.captured)),
     )
 
 
@@ -220,9 +232,22 @@ def _place_nodes(fused: FusedModel, target: Platform, resolved: Mapping[str, str
         launches=np.zeros(len(ops)) if fused.captured else floats([c.launches for c in node_costs]),
         utilization=_node_utilization(ops, target),
         cold_bytes=np.zeros(len(ops)),
+        descriptors=tuple(_node_descriptor(op, cls) for op, cls in zip(ops, costed.op_classes, strict=True)),
     )
     figures = place_rows(work, target, model)
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
+
+
+def _node_descriptor(op: OpView, op_class: str) -> KernelDescriptor:
+    """A node on its own as a kernel: its class, GEMM view, convolution geometry and dtypes."""
+    gemm = array_gemm(op)
+    return KernelDescriptor(
+        op_class=str(op_class),
+        gemm=gemm,
+        dtype=op.dtype,
+        conv=conv_geometry(op) if gemm is not None else None,
+        accumulation=accumulation_dtype(op.dtype),
+    )
 
 
 def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> Floats:

@@ -45,7 +45,7 @@ from onnxroof.core.cost import Cost
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.ir import Restate, TensorInfo
 from onnxroof.core.protos import node_id
-from onnxroof.core.states import Role
+from onnxroof.core.states import Role, TimeModelKind
 from onnxroof.platform.model import Platform
 
 ELEMENT_SIZE: Mapping[str, float] = MappingProxyType(
@@ -101,6 +101,9 @@ class WhatIf:
     peak: bool = False
     """Draw the roofline from the datasheet figures as given (``--peak``) rather than the platform's
     ``[sustained]`` shares of them (:mod:`onnxroof.platform.model`)."""
+    time_model: TimeModelKind | None = None
+    """The time model placement uses (``--time-model``); None: the platform's default (``gpu`` on GPUs with a
+    ``[gpu]`` table, else ``roofline``)."""
 
     @classmethod
     def of(
@@ -111,6 +114,7 @@ class WhatIf:
         compress_mem: bool = False,
         skip_compute: bool = False,
         peak: bool = False,
+        time_model: TimeModelKind | str | None = None,
     ) -> WhatIf:
         """The knobs from plain keywords (``densities={"weight": 0.5}``, ``layer_densities={node: {...}}``)."""
         return cls(
@@ -120,6 +124,7 @@ class WhatIf:
             compress_mem=compress_mem,
             skip_compute=skip_compute,
             peak=peak,
+            time_model=None if time_model is None else TimeModelKind(time_model),
         )
 
     @property
@@ -134,6 +139,7 @@ class WhatIf:
             "compress_mem": self.compress_mem,
             "skip_compute": self.skip_compute,
             **({"peak": True} if self.peak else {}),
+            **({"time_model": str(self.time_model)} if self.time_model is not None else {}),
         }
 
 
@@ -197,9 +203,11 @@ def whatif_options(
     skip_compute: bool,
     precision: str | None = None,
     peak: bool = False,
+    time_model: TimeModelKind | None = None,
 ) -> WhatIf:
     """The :class:`WhatIf` of the CLI's what-if options (``--density``, ``--density-file``, ``--compress-mem``,
-    ``--skip-compute``, ``--peak``, and ``--precision`` where one precision applies to the whole run)."""
+    ``--skip-compute``, ``--peak``, ``--time-model``, and ``--precision`` where one precision applies to the whole
+    run)."""
     layers = load_layer_densities(density_file) if density_file is not None else {}
     return WhatIf(
         precision=precision,
@@ -208,6 +216,7 @@ def whatif_options(
         compress_mem=compress_mem,
         skip_compute=skip_compute,
         peak=peak,
+        time_model=time_model,
     )
 
 

@@ -20,6 +20,7 @@ from rich.console import Console
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
 from onnxroof.core.profiles import FusionProfile
+from onnxroof.core.states import TimeModelKind
 
 app = typer.Typer(
     name="onnxroof",
@@ -173,6 +174,14 @@ PeakOption = Annotated[
     typer.Option(
         "--peak",
         help="Draw the roofline from the datasheet peaks and bandwidth as given, not the sustained shares of them.",
+    ),
+]
+TimeModelOption = Annotated[
+    TimeModelKind | None,
+    typer.Option(
+        "--time-model",
+        help="How kernels become time: gpu (tiles, waves, alignment, launches; the default on GPU platforms) or "
+        "roofline (max of compute and memory time: the lower bound; the default elsewhere).",
     ),
 ]
 SkipOption = Annotated[

@@ -24,6 +24,7 @@ from onnxroof.cli.common import (
     PeakPrecisionOption,
     PlatformOption,
     ShapeOption,
+    TimeModelOption,
     app,
     chosen_format,
     emit,
@@ -79,6 +80,7 @@ def check(
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     max_latency: Annotated[str | None, _limit_option("Predicted latency, e.g. 15ms, 800us.", "TIME")] = None,
     max_flops: Annotated[str | None, _limit_option("FLOPs, e.g. 5G.", "COUNT")] = None,
     max_params: Annotated[str | None, _limit_option("Parameters, e.g. 25M.", "COUNT")] = None,
@@ -172,7 +174,13 @@ def check(
             ignore=ignore_finding or (),
         )
         settings = CheckSettings(
-            platform, parse_dim_bindings(dim or []), precision, fusion, shape_options(shape), peak=peak
+            platform,
+            parse_dim_bindings(dim or []),
+            precision,
+            fusion,
+            shape_options(shape),
+            peak=peak,
+            time_model=time_model,
         )
         with progress_bar("checking") as progress:
             engine = choose_engine(workers=jobs, scheduler=scheduler)

@@ -23,6 +23,7 @@ from onnxroof.cli.common import (
     PrecisionOption,
     ReportFormat,
     ShapeOption,
+    TimeModelOption,
     app,
     chosen_format,
     emit,
@@ -66,6 +67,7 @@ def llm(
     precision: PrecisionOption = None,
     fusion: FusionOption = None,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     output_format: Annotated[
         ReportFormat | None, typer.Option("--format", "-f", help="table, json, csv or html (default: from -o).")
     ] = None,
@@ -90,7 +92,7 @@ def llm(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
-            whatif=WhatIf(peak=True) if peak else None,
+            whatif=WhatIf(peak=True, time_model=time_model) if peak or time_model else None,
             kv_dims=parse_kv_dims(kv_dims),
         )
         renderers = {

@@ -24,6 +24,7 @@ from onnxroof.cli.common import (
     ReportFormat,
     ShapeOption,
     SkipOption,
+    TimeModelOption,
     app,
     chosen_format,
     emit,
@@ -44,6 +45,7 @@ def report(
     compress_mem: CompressOption = False,
     skip_compute: SkipOption = False,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     output_format: Annotated[
         ReportFormat | None,
         typer.Option("--format", "-f", help="table (default), json or csv; default from -o's suffix."),
@@ -85,7 +87,7 @@ def report(
             shapes=shape_options(shape),
             strict=strict,
             fusion=fusion,
-            whatif=whatif_options(density, density_file, compress_mem, skip_compute, precision, peak),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, precision, peak, time_model),
         )
         measured = load_overlay(profile, analysis) if profile is not None else None
         warnings = analysis.warnings + (measured.warnings if measured is not None else ())

@@ -27,6 +27,7 @@ from onnxroof.cli.common import (
     PlatformOption,
     ShapeOption,
     SkipOption,
+    TimeModelOption,
     app,
     emit,
     exit_on_errors,
@@ -147,6 +148,7 @@ def sweep(
     compress_mem: CompressOption = False,
     skip_compute: SkipOption = False,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     fusion: FusionOption = None,
     output_format: FormatOption = None,
     output: OutputOption = None,
@@ -178,7 +180,7 @@ def sweep(
             precisions=precisions if len(precisions) > 1 else (),
             precision=precisions[0] if len(precisions) == 1 else None,
             fusion=fusion,
-            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak, time_model=time_model),
         )
 
     renderers = Renderers(render_sweep_chart, render_sweep_json, render_sweep_csv, render_sweep_table)
@@ -206,6 +208,7 @@ def compare(
     compress_mem: CompressOption = False,
     skip_compute: SkipOption = False,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     fusion: FusionOption = None,
     output_format: FormatOption = None,
     output: OutputOption = None,
@@ -234,7 +237,7 @@ def compare(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
-            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak),
+            whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak, time_model=time_model),
         )
 
     renderers = Renderers(render_compare_chart, render_compare_json, render_compare_csv, render_compare_table)

@@ -48,6 +48,14 @@ class Bound(StrEnum):
     NONE = "none"  # nothing runs (views, folded constants, unsupported)
 
 
+class TimeModelKind(StrEnum):
+    """Which time model turns kernels into time (``--time-model``): ``roofline``, the lower bound from FLOPs and
+    bytes alone, or ``gpu``, tiles, waves, alignment and launches on a GPU (:mod:`onnxroof.roofline.gpu`)."""
+
+    ROOFLINE = "roofline"
+    GPU = "gpu"
+
+
 class Role(StrEnum):
     """Where a tensor's values come from."""
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from onnxroof.core.descriptor import KernelDescriptor
-from onnxroof.core.gemm import first_gemm_shape
+from onnxroof.core.descriptor import KernelDescriptor, accumulation_dtype, conv_geometry
+from onnxroof.core.gemm import array_gemm
 from onnxroof.core.ir import OpView
 from onnxroof.core.states import Role
 from onnxroof.costing.opclass import input_channels
@@ -15,14 +15,29 @@ from onnxroof.fusion.opclass import kernel_op_class
 
 def describe(ops: Sequence[OpView], patterns: tuple[str, ...], op_types: tuple[str, ...]) -> KernelDescriptor:
     """The descriptor of a kernel of ``ops`` (the anchor first) fused by ``patterns``: the efficiency class of the
-    op the runtime runs for it (:func:`~onnxroof.fusion.opclass.kernel_op_class`), the GEMM view of its first
-    GEMM-like member (:func:`~onnxroof.core.gemm.first_gemm_shape`), the anchor's element type and the weights
-    its members read (each once, in member order)."""
+    op the runtime runs for it (:func:`~onnxroof.fusion.opclass.kernel_op_class`), the GEMM view and convolution
+    geometry of its first GEMM-like member (:func:`~onnxroof.core.gemm.array_gemm`,
+    :func:`~onnxroof.core.descriptor.conv_geometry`), the anchor's element type, the weights its members read
+    (each once, in member order), and the input dtypes and weight positions of the GEMM member (else the
+    anchor)."""
     anchor = ops[0]
     weights = dict.fromkeys(t.name for op in ops for t in op.inputs if t is not None and t.role == Role.WEIGHT)
+    member, gemm = anchor, None
+    for op in ops:
+        shape = array_gemm(op)
+        if shape is not None:
+            member, gemm = op, shape
+            break
+    inputs = member.inputs
+    weight_inputs = tuple(i for i, t in enumerate(inputs) if t is not None and t.role == Role.WEIGHT)
     return KernelDescriptor(
         op_class=kernel_op_class(op_types, patterns, anchor.domain, anchor.attrs, input_channels(anchor)),
-        gemm=first_gemm_shape(ops),
+        gemm=gemm,
         dtype=anchor.dtype,
         weights=tuple(weights),
+        conv=conv_geometry(member) if gemm is not None else None,
+        input_dtypes=tuple("" if t is None else t.dtype for t in inputs),
+        weight_inputs=weight_inputs,
+        weight_dtype=inputs[weight_inputs[0]].dtype if weight_inputs else "",  # type: ignore[union-attr]
+        accumulation=accumulation_dtype(anchor.dtype),
     )

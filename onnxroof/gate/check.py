@@ -10,6 +10,7 @@ from typing import Any
 
 from onnxroof.analysis.findings import Finding
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.states import TimeModelKind
 from onnxroof.core.units import seconds
 from onnxroof.gate.budget import (
     EXIT_BAD_INPUT,
@@ -168,6 +169,8 @@ class CheckSettings:
     """Whole-input shapes (``--shape``), bound with ``dims``."""
     peak: bool = False
     """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
+    time_model: TimeModelKind | None = None
+    """The time model (``--time-model``); None: the platform's default."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,7 @@ def check_model(
             platform=settings.platform,
             dims=settings.dims,
             shapes=settings.shapes,
-            whatif=WhatIf(precision=settings.precision, peak=settings.peak),
+            whatif=WhatIf(precision=settings.precision, peak=settings.peak, time_model=settings.time_model),
             fusion=settings.fusion,
         )
         doc = to_dict(analysis)

@@ -36,6 +36,16 @@ Any platform may also give the what-if figures (issue 7):
   given) and ``onchip`` (bytes served by the on-chip level or a measured cache level), pJ/B. Together they draw
   the floorline (:mod:`onnxroof.roofline.energy`).
 
+GPU platforms (``kind = "gpu"``) give what the ``gpu`` time model (:mod:`onnxroof.roofline.gpu`) reads, in
+``[gpu]`` (every bundled GPU file has it; a GPU file without it is placed by the roofline):
+
+* ``sm_count`` (whole number of streaming multiprocessors), ``boost_clock_ghz`` (the clock the tensor peaks are
+  quoted at), ``l2_mb`` (1e6 B), each a sourced figure;
+* ``tensor_cores``: ``{ value = "<generation>", source = "..." }``, one of :data:`TENSOR_CORE_GENERATIONS`
+  (``none`` for GPUs without tensor cores);
+* optionally ``l2_bytes_per_clock`` (the L2's read bandwidth per clock, whole chip; absent: the model's
+  ``[derived]`` default per SM).
+
 Datasheet platforms may give the share of their datasheet figures that real kernels sustain:
 
 * ``[sustained]``: ``dram_bandwidth`` and ``tensor``, each ``{ value = <0 < v ≤ 1>, source = "<text>" }``:
@@ -94,6 +104,10 @@ EFFICIENCY_CLASSES: tuple[str, ...] = (
 """Op classes an ``[efficiency]`` table may derate (see :class:`onnxroof.core.states.OpClass`)."""
 SPARSITY_KINDS: tuple[str, ...] = ("2:4", "unstructured", "none")
 """What zeros a platform's compute units can skip: 2:4 structured weight sparsity, any zero, or none."""
+TENSOR_CORE_GENERATIONS: tuple[str, ...] = ("none", "volta", "turing", "ampere", "ada", "hopper")
+"""Tensor-core generations a ``[gpu] tensor_cores`` figure may name (``none``: CUDA cores only)."""
+GPU_KEYS: tuple[str, ...] = ("sm_count", "boost_clock_ghz", "l2_mb", "tensor_cores", "l2_bytes_per_clock")
+"""Keys of a ``[gpu]`` table; all but ``l2_bytes_per_clock`` required when the table is given."""
 ENERGY_LEVELS: tuple[str, ...] = ("dram", "onchip")
 """Memory levels an ``[energy_pj_per_byte]`` table may price."""
 MEASUREMENT_KEYS: tuple[str, ...] = (
@@ -136,6 +150,21 @@ class PEArray:
     def peak_flops(self) -> float:
         """``2 · height · width · instances · clock`` FLOP/s (a MAC is 2 FLOPs)."""
         return 2.0 * self.height * self.width * self.instances * self.clock_hz
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """What the ``gpu`` time model reads of a GPU (``[gpu]``), in SI units."""
+
+    sm_count: int
+    clock_hz: float
+    """Boost clock the tensor peaks are quoted at, Hz."""
+    l2_size: float
+    """L2 cache, bytes."""
+    tensor_cores: str
+    """Tensor-core generation, one of :data:`TENSOR_CORE_GENERATIONS`."""
+    l2_bytes_per_clock: float | None = None
+    """The L2's read bandwidth per clock (whole chip), bytes; None: not given."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +216,8 @@ class Platform:
     """Memory level (``dram``, ``onchip``) to joules per byte (``[energy_pj_per_byte]`` × 1e-12)."""
     sustained: Mapping[str, float] = field(default_factory=lambda: _EMPTY, hash=False)
     """``[sustained]`` shares of the datasheet figures (``dram_bandwidth``, ``tensor``), each in (0, 1]."""
+    gpu: GpuSpec | None = None
+    """The GPU's SMs, clock, L2 and tensor-core generation (``[gpu]``), None when not given."""
     peak_roofs: bool = False
     """True: the roofline uses the datasheet figures as given (``--peak``), not the sustained shares."""
 

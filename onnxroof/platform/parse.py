@@ -16,13 +16,16 @@ from onnxroof.core.strict_toml import TomlReader, show_toml
 from onnxroof.platform.model import (
     EFFICIENCY_CLASSES,
     ENERGY_LEVELS,
+    GPU_KEYS,
     KINDS,
     MEASUREMENT_KEYS,
     PRECISIONS,
     SCHEMA_VERSION,
     SPARSITY_KINDS,
     SUSTAINED_KEYS,
+    TENSOR_CORE_GENERATIONS,
     CacheLevel,
+    GpuSpec,
     PEArray,
     Platform,
 )
@@ -49,6 +52,7 @@ _TOP_KEYS = frozenset(
         "energy_pj_per_op",
         "energy_pj_per_byte",
         "sustained",
+        "gpu",
     }
 )
 _TABLE_KEYS: dict[str, frozenset[str]] = {
@@ -79,6 +83,7 @@ def parse_platform(data: bytes, *, label: str, origin: str, stem: str | None) ->
     cache_levels = _cache_levels(raw_levels, reader, sources) if raw_levels is not None else ()
     measurement = _measurement(doc.get("measurement", {}), reader)
     array = _array(figures["array"], reader)
+    gpu = _gpu(doc.get("gpu"), reader, sources, header["kind"])
     sparsity = doc.get("sparsity", "2:4" if figures["sparse_peak_tflops"] else "none")
     if sparsity not in SPARSITY_KINDS:
         raise reader.fail("sparsity", f"must be one of {', '.join(SPARSITY_KINDS)}, got {sparsity!r}")
@@ -121,6 +126,7 @@ def parse_platform(data: bytes, *, label: str, origin: str, stem: str | None) ->
         energy_per_op=scaled(figures["energy_pj_per_op"], 1e-12),
         energy_per_byte=scaled(figures["energy_pj_per_byte"], 1e-12),
         sustained=MappingProxyType(dict(figures["sustained"])),
+        gpu=gpu,
     )
 
 
@@ -213,6 +219,44 @@ def _array(values: Mapping[str, float], reader: TomlReader) -> PEArray | None:
             raise reader.fail(f"array.{key}", f"value must be a whole number of PEs, got {show_toml(value)}")
         counts[key] = int(value)
     return PEArray(counts["height"], counts["width"], counts["instances"], values["clock_ghz"] * 1e9)
+
+
+def _gpu(raw: Any, reader: TomlReader, sources: dict[str, str], kind: str) -> GpuSpec | None:
+    """Validate ``[gpu]``: ``sm_count`` (whole), ``boost_clock_ghz``, ``l2_mb``, optional ``l2_bytes_per_clock``
+    (sourced figures) and ``tensor_cores`` (a sourced generation name); only on ``kind = "gpu"``."""
+    if raw is None:
+        return None
+    table = reader.table(raw, "gpu")
+    if kind != "gpu":
+        raise reader.fail("gpu", f'only a kind = "gpu" platform has a [gpu] table, this one is {kind!r}')
+    for key in table:
+        reader.known(key, GPU_KEYS, "gpu")
+    reader.require(table, ("sm_count", "boost_clock_ghz", "l2_mb", "tensor_cores"), "gpu")
+    values: dict[str, float] = {}
+    for key in ("sm_count", "boost_clock_ghz", "l2_mb", "l2_bytes_per_clock"):
+        if key in table:
+            values[key], sources[f"gpu.{key}"] = _figure(table[key], f"gpu.{key}", reader)
+    if values["sm_count"] != int(values["sm_count"]):
+        raise reader.fail("gpu.sm_count", f"value must be a whole number of SMs, got {show_toml(values['sm_count'])}")
+    generation = table["tensor_cores"]
+    if not isinstance(generation, dict):
+        raise reader.fail(
+            "gpu.tensor_cores", f'must be a table {{ value = "<generation>", source = "<text>" }}, got {generation!r}'
+        )
+    reader.refuse_unknown(generation, _FIGURE_KEYS, "gpu.tensor_cores")
+    reader.require(generation, ("value", "source"), "gpu.tensor_cores")
+    name = reader.choice(generation["value"], "gpu.tensor_cores.value", TENSOR_CORE_GENERATIONS)
+    source = generation["source"]
+    if not isinstance(source, str) or not source.strip():
+        raise reader.fail("gpu.tensor_cores.source", f"must be a non-empty string, got {source!r}")
+    sources["gpu.tensor_cores"] = source
+    return GpuSpec(
+        sm_count=int(values["sm_count"]),
+        clock_hz=values["boost_clock_ghz"] * 1e9,
+        l2_size=values["l2_mb"] * 1e6,
+        tensor_cores=name,
+        l2_bytes_per_clock=values.get("l2_bytes_per_clock"),
+    )
 
 
 def _cache_levels(raw: Any, reader: TomlReader, sources: dict[str, str]) -> tuple[CacheLevel, ...]:

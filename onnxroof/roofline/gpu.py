@@ -1,0 +1,298 @@
+"""The ``gpu`` time model: a kernel's time from how a GPU runs it, bounded below by the roofline.
+
+Learned from NeuSight (Lee et al., "Forecasting GPU Performance for Deep Learning Training and Inference",
+ASPLOS 2025, https://dl.acm.org/doi/10.1145/3669940.3707265): a GEMM-like kernel is cut into output tiles, the
+tiles run in waves over the SMs, and each tile's time is bounded by the roofline of one SM. NeuSight learns the
+per-tile utilization from measurements; here it follows from the tile's own compute and L2 traffic, with every
+constant below given with its source (:data:`CONSTANT_SOURCES`). What a platform gives comes from its ``[gpu]``
+table (SM count, boost clock, L2 size and bandwidth, tensor-core generation, :class:`~onnxroof.platform.model.
+GpuSpec`) and its sustained roofs (:class:`~onnxroof.roofline.place.Roofs`: ``P`` per precision, ``W``, the
+op-class efficiency ``e``).
+
+Three paths, chosen per row (formulas in :meth:`GpuTime.times` and the helpers that apply them):
+
+* **tiles** (:func:`tile_time`): GEMM-like kernels (op class ``matmul`` or ``conv`` with a complete GEMM view)
+  on tensor cores or, in fp32 / on GPUs without them, on CUDA cores through the same tiling;
+* **CUDA cores** (:func:`cuda_core_time`): depthwise convolutions, grouped ones with fewer input channels per
+  group than a tensor-core fragment, and the classes of :data:`CUDA_CORE_CLASSES` (elementwise, normalization,
+  softmax, reductions, movement...): compute at the fp32 CUDA-core rate;
+* **roofline compute**: any other kernel (fused attention, recurrent cells, GEMMs whose shape is not static):
+  ``F / (e·u·P)`` at the precision's roof.
+
+Every kernel streams its bytes at the bandwidth of the level that holds them (:func:`stream_bandwidth`).
+
+Every row also pays one per-transfer latency ``t_lat`` (the first load of a kernel is a full memory round
+trip, and no kernel ends before its grid drains) and its launches at ``launch_s`` each (the runtime's
+per-kernel launch; the platform's ``launch_overhead_s`` until a runtime profile gives one). A platform without
+a ``[gpu]`` table is placed by the roofline (:class:`~onnxroof.roofline.place.RooflineTime`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+import numpy.typing as npt
+
+from onnxroof.core.descriptor import KernelDescriptor
+from onnxroof.core.states import Bound, TimeModelKind
+from onnxroof.platform.model import GpuSpec, Platform
+from onnxroof.roofline.place import ROOFLINE, Floats, RooflineTime, Roofs, Times, Work, choose, floats
+
+Bools = npt.NDArray[np.bool_]
+
+ITEM_BYTES: Mapping[str, float] = MappingProxyType(
+    {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+)
+"""Bytes per element of each precision (tf32 is stored as fp32)."""
+
+TENSOR_CORE_PRECISIONS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "none": frozenset(),
+        "volta": frozenset({"fp16", "int8"}),
+        "turing": frozenset({"fp16", "int8", "int4"}),
+        "ampere": frozenset({"tf32", "fp16", "bf16", "int8", "int4"}),
+        "ada": frozenset({"tf32", "fp16", "bf16", "fp8", "int8", "int4"}),
+        "hopper": frozenset({"tf32", "fp16", "bf16", "fp8", "int8"}),
+    }
+)
+"""Precisions each tensor-core generation runs (NVIDIA V100, Turing, A100, Ada and H100 architecture
+whitepapers; Xavier's Volta adds INT8, its datasheet)."""
+
+FRAGMENT_BYTES = 16
+"""Tensor-core operands come in 16-byte fragments: channel and K dims in multiples of 8 fp16, 16 int8, 4 tf32
+elements (NVIDIA Deep Learning Performance guide, "Matrix Multiplication Background", Tensor Core requirements:
+https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/)."""
+
+TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64))
+"""CTA output tiles (M × N) a GEMM library chooses among (the tile sizes of NVIDIA's "Matrix Multiplication
+Background" guide, section "Dimension quantization effects": 256×128, 128×128, 64×128, 64×64...); the model
+takes the fastest for each kernel, as cuBLAS's heuristics aim to."""
+
+K_TILE_BYTES = 64
+"""Bytes of K one main-loop step of a CTA consumes per row: 32 fp16, 64 int8, 16 fp32 elements (CUTLASS's
+default threadblock shapes 128×128×32 for fp16 and 128×128×64 for int8 on SM80, [derived] 32 × 2 B = 64 B)."""
+
+MIN_SPLIT_STEPS = 4
+"""assumed: split-K keeps at least 4 K-steps per slice (fewer cannot amortize the partial-sum reduction)."""
+
+L2_BYTES_PER_CLOCK_PER_SM = 5120 / 108
+"""[derived] NVIDIA A100 whitepaper: L2 read bandwidth 5120 B/clk over 108 SMs = 47.4 B/clk per SM; used for a
+platform whose ``[gpu]`` table gives no ``l2_bytes_per_clock``."""
+
+L2_FIT_SHARE = 0.5
+"""assumed: a kernel whose bytes fit in half the L2 streams them from L2 (the producer just wrote them; the
+other half holds what else is live)."""
+
+TRANSFER_LATENCY_S = 2e-6
+"""assumed: a kernel's fixed device time (first DRAM round trip ≈ 0.5–1 µs, grid launch and drain) ≈ 2 µs; the
+smallest CUDA-event timings of PyTorch kernels are of this order. To be fitted on measured H200 kernels."""
+
+CONSTANT_SOURCES: Mapping[str, str] = MappingProxyType(
+    {
+        "fragment_bytes": f"{FRAGMENT_BYTES}: NVIDIA DL performance guide, Tensor Core requirements (8 fp16 / 16 int8)",
+        "tiles": "256x128, 128x256, 128x128, 128x64, 64x128, 64x64: NVIDIA 'Matrix Multiplication Background' guide",
+        "k_tile_bytes": f"{K_TILE_BYTES}: [derived] CUTLASS SM80 threadblock K 32 fp16 × 2 B",
+        "min_split_steps": f"{MIN_SPLIT_STEPS}: assumed",
+        "l2_bytes_per_clock_per_sm": f"{L2_BYTES_PER_CLOCK_PER_SM:.1f}: [derived] A100 whitepaper 5120 B/clk ÷ 108 SMs",
+        "l2_fit_share": f"{L2_FIT_SHARE}: assumed",
+        "transfer_latency_s": f"{TRANSFER_LATENCY_S:g}: assumed, order of the smallest measured kernel",
+    }
+)
+"""Each constant of the model with its value and source, as reports show them."""
+
+_TILED = frozenset({"matmul", "conv"})
+CUDA_CORE_CLASSES = frozenset(
+    {"depthwise", "elementwise", "activation", "normalization", "lrn", "softmax", "pooling", "reduction"}
+    | {"movement", "indexing"}
+)
+"""Op classes whose arithmetic runs on CUDA cores (no tensor-core form): depthwise convolutions and every
+pointwise, normalizing, pooling, reducing or data-moving kernel."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shapes:
+    """The descriptor facts the model reads, one entry per row: a complete GEMM view (``tiled``) with its batch
+    count ``g``, ``m``, ``n``, ``k``; the channels per group a fragment pads (``channels``, 0: not a convolution)
+    and the window (``window``, 1 for products); ``groups`` of a convolution (1 otherwise)."""
+
+    tiled: Bools
+    g: Floats
+    m: Floats
+    n: Floats
+    k: Floats
+    channels: Floats
+    window: Floats
+    groups: Floats
+
+
+def shapes(descriptors: Sequence[object], rows: int) -> Shapes:
+    """The :class:`Shapes` of ``descriptors`` (rows without a descriptor, or without a complete GEMM view, are not
+    ``tiled``)."""
+    table = {d: _facts(d) for d in dict.fromkeys(descriptors)}
+    facts = [table[d] for d in descriptors] if descriptors else [_facts(None)] * rows
+    columns = np.asarray(facts, dtype=np.float64).reshape(rows, 8)
+    return Shapes(columns[:, 0] > 0, *(columns[:, i] for i in range(1, 8)))
+
+
+def _facts(d: object) -> tuple[float, ...]:
+    if not isinstance(d, KernelDescriptor) or d.gemm is None or not d.gemm.complete:
+        return (0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0)
+    gemm = d.gemm
+    conv = d.conv
+    channels, window, groups = (0.0, 1.0, 1.0) if conv is None else (conv.in_per_group, conv.window, conv.groups)
+    tiled = 1.0 if d.op_class in _TILED else 0.0
+    return (tiled, gemm.groups, gemm.m, gemm.n, gemm.k, channels, window, groups)  # type: ignore[return-value]
+
+
+def aligned(values: Floats, multiple: Floats) -> Floats:
+    """``⌈v / a⌉ · a``: ``v`` padded up to a multiple of ``a``."""
+    return np.ceil(values / multiple) * multiple
+
+
+def tile_time(
+    s: Shapes, per_sm_flops: Floats, item: Floats, fragment: Floats, gpu: GpuSpec, l2_per_sm: float
+) -> Floats:
+    """The time of a tiled GEMM: the fastest CTA tile of :data:`TILES`, over the waves its tiles take.
+
+    For a GEMM of batch count ``g``, ``M × N`` outputs and reduction ``K`` on ``S`` SMs, with fragment ``a``
+    elements (16 B ÷ item size on tensor cores, 1 on CUDA cores) and K-step ``k_t = 64 B ÷ item size``:
+
+    * ``K' = ⌈C/a⌉·a · window`` for a convolution of ``C`` input channels per group (the fragment pads the
+      channels, not the window), ``K' = ⌈K/a⌉·a`` for a product;
+    * for each tile ``M_t × N_t``: ``T = max(1, g · ⌈M/M_t⌉ · ⌈N/N_t⌉)`` output tiles (tile quantization: edge tiles are
+      padded), ``s = clamp(⌊S/T⌋, 1, max(1, ⌊steps/4⌋))`` split-K slices when the tiles do not fill the SMs, K-steps
+      per slice ``⌈⌈K'/k_t⌉ / s⌉``, waves ``⌈T·s / S⌉`` (wave quantization);
+    * one K-step of one tile on one SM: ``max(2·M_t·N_t·k_t / P_sm, (M_t + N_t)·k_t·b / W_L2,sm)`` with
+      ``P_sm = e·P / S`` and ``W_L2,sm`` the L2 bandwidth per SM (the tile's operands come from L2);
+    * ``t = min over tiles of waves · steps per slice · step time``.
+    """
+    k_tile = K_TILE_BYTES / item
+    conv = s.channels > 0
+    k_eff = np.where(conv, aligned(np.maximum(s.channels, 1.0), fragment) * s.window, aligned(s.k, fragment))
+    steps = np.ceil(k_eff / k_tile)
+    sms = float(gpu.sm_count)
+    best = np.full(len(s.m), np.inf)
+    for m_tile, n_tile in TILES:
+        tiles = np.maximum(1.0, s.g * np.ceil(s.m / m_tile) * np.ceil(s.n / n_tile))
+        split = np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(steps / MIN_SPLIT_STEPS)))
+        waves = np.ceil(tiles * split / sms)
+        step = np.maximum(2.0 * m_tile * n_tile * k_tile / per_sm_flops, (m_tile + n_tile) * k_tile * item / l2_per_sm)
+        best = np.minimum(best, waves * np.ceil(steps / split) * step)
+    return best
+
+
+def cuda_core_time(flops: Floats, efficiency: Floats, platform: Platform) -> Floats:
+    """``F / (e · P_fp32)``: FLOPs at the fp32 CUDA-core rate (the platform's fp32 datasheet peak; fp16 math on
+    CUDA cores is counted at the same rate, which is conservative where half2 doubles it)."""
+    cores = platform.peak_flops.get("fp32") or max(platform.peak_flops.values())
+    return flops / (efficiency * cores)
+
+
+def stream_bandwidth(moved: Floats, dram: Floats, gpu: GpuSpec, l2_bandwidth: float) -> Floats:
+    """The bandwidth a row streams at: ``W_L2`` when its bytes fit in :data:`L2_FIT_SHARE` of the L2
+    (``B ≤ ½ · L2``), else the DRAM roof ``W`` placement derived (never below it)."""
+    return np.where(moved <= L2_FIT_SHARE * gpu.l2_size, np.maximum(l2_bandwidth, dram), dram)
+
+
+@dataclass(frozen=True)
+class GpuTime:
+    """The ``gpu`` time model (module docstring); the default for ``kind = "gpu"`` platforms.
+
+    ``launch_s``: seconds per kernel launch, ``run_s``: seconds once per run (the graph replay and host sync of a
+    captured run); None takes the platform's ``launch_overhead_s`` for both (a runtime profile will give them:
+    ``GpuTime(launch_s=runtime.per_kernel_s, run_s=runtime.per_run_s)``). ``launch_mode`` names how the runtime
+    launches (``per-kernel`` or ``cuda-graph``), for reports. ``transfer_latency_s``: :data:`TRANSFER_LATENCY_S`.
+    """
+
+    name: str = "gpu"
+    launch_s: float | None = None
+    run_s: float | None = None
+    launch_mode: str = "per-kernel"
+    transfer_latency_s: float = TRANSFER_LATENCY_S
+
+    def per_kernel_s(self, platform: Platform) -> float:
+        """Seconds per kernel launch: ``launch_s``, else the platform's ``launch_overhead_s``."""
+        return platform.launch_overhead_s if self.launch_s is None else self.launch_s
+
+    def per_run_s(self, platform: Platform) -> float:
+        """Seconds per captured run (one graph replay): ``run_s``, else the platform's ``launch_overhead_s``."""
+        return platform.launch_overhead_s if self.run_s is None else self.run_s
+
+    def constants(self, platform: Platform) -> dict[str, str]:
+        """What this model assumed on ``platform``: the launch figures and each constant with its source."""
+        return {
+            "launch_mode": self.launch_mode,
+            "per_kernel_launch_s": f"{self.per_kernel_s(platform):g}",
+            "per_run_s": f"{self.per_run_s(platform):g}",
+            **CONSTANT_SOURCES,
+            "transfer_latency_s": CONSTANT_SOURCES["transfer_latency_s"]
+            if self.transfer_latency_s == TRANSFER_LATENCY_S
+            else f"{self.transfer_latency_s:g}: given by the caller",
+        }
+
+    def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times:
+        """Times per row (module docstring), with ``e`` the op-class efficiency and ``P``, ``W`` the roofs:
+
+        * tiled rows: ``t_compute = max(t_tiles, F / (e·u·P)) + t_lat`` (:func:`tile_time`); CUDA-core rows:
+          ``t_compute = F / (e·P_fp32) + t_lat`` (:func:`cuda_core_time`); other rows ``F / (e·u·P) + t_lat``;
+        * ``t_memory = B / (e·W') + t_lat`` with ``W'`` from :func:`stream_bandwidth`;
+        * ``t_overhead = launch_s × launches``; ``t = max(t_compute, t_memory) + t_overhead``;
+        * bound ``compute`` when ``t_compute ≥ t_memory`` and ``F > 0``, else ``memory``.
+        """
+        gpu = platform.gpu
+        if gpu is None:
+            return ROOFLINE.times(work, roofs, platform)
+        rows = len(work)
+        s = shapes(work.descriptors, rows)
+        precision = work.precision.tolist()
+        item = floats([ITEM_BYTES.get(p, 4.0) for p in precision])
+        tensor = np.asarray([p in TENSOR_CORE_PRECISIONS[gpu.tensor_cores] for p in precision], dtype=bool)
+        fragment = np.where(tensor, np.maximum(1.0, FRAGMENT_BYTES / item), 1.0)
+        few_channels = (s.groups > 1) & (s.channels < fragment)
+        tiled = s.tiled & ~few_channels & (work.op_class != "depthwise")
+        l2_per_clock = gpu.l2_bytes_per_clock or L2_BYTES_PER_CLOCK_PER_SM * gpu.sm_count
+        l2_bandwidth = l2_per_clock * gpu.clock_hz
+        e = roofs.efficiency
+        roofline_compute = work.flops / (e * work.utilization * roofs.peak)
+        per_sm = e * work.utilization * roofs.peak / gpu.sm_count
+        tiles = tile_time(s, per_sm, item, fragment, gpu, l2_bandwidth / gpu.sm_count)
+        cores = cuda_core_time(work.flops, e, platform)
+        on_cores = few_channels | np.isin(work.op_class.astype(str), list(CUDA_CORE_CLASSES))
+        untiled = np.where(on_cores, cores, roofline_compute)
+        compute = np.where(tiled, np.maximum(tiles, roofline_compute), untiled) + self.transfer_latency_s
+        bandwidth = stream_bandwidth(work.bytes, roofs.bandwidth, gpu, l2_bandwidth)
+        memory = work.bytes / (e * bandwidth) + self.transfer_latency_s
+        overhead = self.per_kernel_s(platform) * work.launches
+        bound = choose((compute >= memory) & (work.flops > 0), Bound.COMPUTE, Bound.MEMORY)
+        return Times(compute, memory, overhead, np.maximum(compute, memory) + overhead, bound)
+
+
+GPU = GpuTime()
+
+
+def time_model_for(kind: str | None, platform: Platform) -> GpuTime | RooflineTime:
+    """The time model ``kind`` names (``roofline`` or ``gpu``, :class:`~onnxroof.core.states.TimeModelKind`);
+    None: ``gpu`` on a ``kind = "gpu"`` platform with a ``[gpu]`` table, else ``roofline``."""
+    if kind is None:
+        return GPU if platform.kind == "gpu" and platform.gpu is not None else ROOFLINE
+    return GPU if TimeModelKind(kind) == TimeModelKind.GPU else ROOFLINE
+
+
+def describe_time_model(model: object, platform: Platform, captured: bool) -> dict[str, str]:
+    """What a report says of the time model that ran: its name, the launch mode (``cuda-graph`` when the runtime
+    replays a captured graph, else ``per-kernel``), the launch figures and the model's constants with sources
+    (the roofline's: that it is the lower bound)."""
+    name = str(getattr(model, "name", "roofline"))
+    info = {"name": name, "launch_mode": "cuda-graph" if captured else "per-kernel"}
+    if isinstance(model, GpuTime) and platform.gpu is not None:
+        info.update(model.constants(platform))
+        return info
+    if isinstance(model, GpuTime):
+        info["note"] = f"platform {platform.name!r} has no [gpu] table: placed by the roofline"
+    info["per_kernel_launch_s"] = f"{platform.launch_overhead_s:g}"
+    info["per_run_s"] = f"{platform.launch_overhead_s:g}"
+    info["bound"] = "roofline: max(F / (e·P), B / (e·W)) + launches, the lower bound"
+    return info
