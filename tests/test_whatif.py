@@ -494,8 +494,15 @@ def test_peak_option_on_the_cli(tmp_path: Path) -> None:
 
 
 def test_graph_capture_pays_the_launch_overhead_once_per_run(tmp_path: Path) -> None:
-    """tensorrt-llm = tensorrt's fusions + CUDA graph: Σ max(t_c, t_m) + t_launch instead of Σ (max + t_launch)."""
+    """A cuda-graph runtime (tensorrt's fusions replayed): Σ (max(t_c, t_m) + t_node) + t_launch instead of
+    Σ (max + t_launch), with t_node its per_kernel_us (0.5 µs) and t_launch the platform's launch (per_run_us
+    absent)."""
     platform = write_platform(tmp_path / "launch.toml", launch_us=5)
+    graph = tmp_path / "graph.toml"
+    graph.write_text(
+        'schema = 1\nname = "graph"\ntitle = "replayed"\ntargets = ["accelerator"]\nfusion_profile = "tensorrt"\n'
+        '[launch]\nmode = "cuda-graph"\nper_kernel_us = { value = 0.5, source = "test" }\n'
+    )
     model = conv_model(tmp_path / "conv.onnx", 8, 8, 1)
     path = tmp_path / "two.onnx"
     proto = onnx.load(model)
@@ -504,10 +511,10 @@ def test_graph_capture_pays_the_launch_overhead_once_per_run(tmp_path: Path) -> 
     proto.graph.output[0].name = "Q"
     onnx.save(proto, path)
     eager = onnxroof.analyze(path, platform, fusion="tensorrt")
-    captured = onnxroof.analyze(path, platform, fusion="tensorrt-llm")
+    captured = onnxroof.analyze(path, platform, runtime=graph)
     assert [k.node_ids for k in captured.kernels] == [k.node_ids for k in eager.kernels]  # same fusions
-    assert all(k.t_overhead_s == 0 for k in captured.kernels)
-    assert captured.totals.overhead_time_s == pytest.approx(5e-6)
+    assert all(k.t_overhead_s == pytest.approx(0.5e-6) for k in captured.kernels)
+    assert captured.totals.overhead_time_s == pytest.approx(5e-6 + 0.5e-6 * len(captured.kernels))
     assert eager.totals.overhead_time_s == pytest.approx(5e-6 * len(eager.kernels))
-    saved = 5e-6 * (len(eager.kernels) - 1)
+    saved = 5e-6 * (len(eager.kernels) - 1) - 0.5e-6 * len(eager.kernels)
     assert captured.totals.latency_s == pytest.approx(eager.totals.latency_s - saved, rel=1e-9)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 
 from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable
+from onnxroof.analysis.runtime_use import RuntimeUse, apply_runtime, node_classes
 from onnxroof.analysis.stages import (
     FusedModel,
     bind,
@@ -39,11 +40,12 @@ from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import resolve_precision
-from onnxroof.roofline.gpu import describe_time_model, time_model_for
+from onnxroof.roofline.gpu import GpuTime, describe_time_model, time_model_for
 from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
-from onnxroof.roofline.place import ROOFLINE, Floats, TimeModel, Work, floats
+from onnxroof.roofline.place import ROOFLINE, Floats, Objects, TimeModel, Work, floats
 from onnxroof.roofline.place import place as place_rows
+from onnxroof.runtime import LaunchMode, Runtime, runtime_for
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -83,6 +85,9 @@ class Analysis:
     time_model_info: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     """What the time model assumed: its name, the launch mode, launch figures and constants with their sources
     (:func:`~onnxroof.roofline.gpu.describe_time_model`)."""
+    runtime: RuntimeUse | None = field(default=None, compare=False)
+    """The runtime the kernels ran under and what it changed (:class:`~onnxroof.analysis.runtime_use.RuntimeUse`):
+    launch mode and figures, KV-cache writes, efficiency factors; None for an analysis built without one."""
 
     @property
     def graph(self) -> nx.DiGraph[str] | None:
@@ -142,6 +147,7 @@ def analyze(
     fusion: str | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
     time_model: TimeModel | None = None,
+    runtime: str | os.PathLike[str] | Runtime | None = None,
 ) -> Analysis:
     """Cost every node of ``model`` and place it on ``platform``'s roofline: read → bind → cost → fuse → place.
 
@@ -150,32 +156,47 @@ def analyze(
     knobs (:class:`~onnxroof.analysis.whatif.WhatIf`: a precision to re-cost the model in, densities, per-layer
     densities, ``compress_mem``, ``skip_compute``, ``peak`` for the datasheet roofs instead of the sustained
     ones). ``strict`` raises :class:`~onnxroof.core.errors.StrictError` when any node is unsupported or has no
-    static shape; ``fusion`` names the fusion profile (default: the platform's); ``time_model`` turns each
-    kernel into time (None: the what-if knobs' ``time_model``, else the platform's default,
-    :func:`~onnxroof.roofline.gpu.time_model_for`: the ``gpu`` model on GPUs, the roofline bound elsewhere).
+    static shape; ``runtime`` names the runtime profile (a bundled name, a TOML path or a
+    :class:`~onnxroof.runtime.Runtime`; default: the platform's, :func:`~onnxroof.runtime.runtime_for`);
+    ``fusion`` overrides the runtime's fusion profile; ``time_model`` turns each kernel into time (None: the
+    what-if knobs' ``time_model``, else the platform's default, :func:`~onnxroof.roofline.gpu.time_model_for`:
+    the ``gpu`` model on GPUs, the roofline bound elsewhere).
     """
     plan = whatif or WhatIf()
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     if plan.precision is not None:
         target.peak(plan.precision)  # raises PlatformError naming what the platform has
+    chosen = runtime_for(target, runtime, fusion)
     bound = bind(model, dims, shapes, plan)
     costed = cost(bound, target)
     if strict:
         raise_if_incomplete(costed)
-    return place(fuse(costed, fusion or target.fusion_profile), target, time_model)
+    return place(fuse(costed, fusion or chosen.fusion_profile), target, time_model, chosen)
 
 
-def place(fused: FusedModel, platform: Platform, time_model: TimeModel | None = None) -> Analysis:
-    """The placement stage: ``fused``'s nodes and kernels on ``platform`` through ``time_model``, summed into an
-    :class:`Analysis`.
+def place(
+    fused: FusedModel,
+    platform: Platform,
+    time_model: TimeModel | None = None,
+    runtime: str | os.PathLike[str] | Runtime | None = None,
+) -> Analysis:
+    """The placement stage: ``fused``'s nodes and kernels on ``platform`` under ``runtime`` through
+    ``time_model``, summed into an :class:`Analysis`.
+
+    ``runtime`` (None: the platform's default, or the runtime ``fused``'s fusion profile names,
+    :func:`~onnxroof.runtime.runtime_for`) sets the launch cost (each launch ``launch_s =
+    runtime.kernel_launch_s(platform.launch_overhead_s)``, the run once ``runtime.run_launch_s(...)``; the ``gpu``
+    time model takes both from it unless it was given its own), writes the KV cache in place when it (or a
+    ``genai_config.json`` beside the model) says so, and multiplies each row's efficiency by its kernel-class
+    factor (:mod:`onnxroof.analysis.runtime_use`).
 
     A node computes at the precision it asks for resolved through the platform's fallback chain; a kernel at its
     anchor's, except that a QDQ kernel computes at the platform's int8 (through the same chain). ``platform``'s
     sustained roofs are used unless the what-if knobs ask for ``peak``. Weights are read from DRAM on every run
     when weights and peak activations together exceed the platform's largest cache level
     (:func:`cold_weight_bytes`). ``time_model`` None: the what-if knobs' ``time_model``, else the platform's
-    default (:func:`~onnxroof.roofline.gpu.time_model_for`). A captured run pays one launch of
-    ``time_model.per_run_s(platform)`` (the platform's ``launch_overhead_s`` for models without one)."""
+    default (:func:`~onnxroof.roofline.gpu.time_model_for`). A run pays the runtime's ``per_run_s`` once (one
+    graph replay under ``cuda-graph``, 0 under ``per-kernel``: :func:`with_runtime_launches`)."""
     costed = fused.costed
     bound = costed.bound
     plan = bound.plan
@@ -189,11 +210,15 @@ def place(fused: FusedModel, platform: Platform, time_model: TimeModel | None = 
             f"place(): the model was costed under skip_compute with another platform's sparsity than "
             f"'{target.name}''s; cost it with this platform (cost(bound, platform))"
         )
+    chosen = runtime_for(target, runtime, fused.profile)
+    fused, use, classes = apply_runtime(fused, target, chosen)
+    costed = fused.costed
     resolved, fallbacks = fallback_warnings(costed.wanted, target)
-    nodes = _place_nodes(fused, target, resolved, time_model)
-    kernels = _place_kernels(fused, target, nodes, time_model)
-    per_run = getattr(time_model, "per_run_s", None)
-    graph_launch_s = (target.launch_overhead_s if per_run is None else per_run(target)) * fused.captured
+    node_class = node_classes(costed) if chosen.efficiency else None
+    time_model = with_runtime_launches(time_model, use, chosen)
+    nodes = _place_nodes(fused, target, resolved, time_model, chosen, node_class)
+    kernels = _place_kernels(fused, target, nodes, time_model, chosen, classes)
+    graph_launch_s = use.per_run_s
     totals = build_totals(nodes, costed.weights, costed.peak, kernels, target, graph_launch_s)
     warnings = list(bound.loaded.warnings) + whatif_warnings(plan, target) + fallbacks + list(costed.warnings)
     return Analysis(
@@ -212,11 +237,30 @@ def place(fused: FusedModel, platform: Platform, time_model: TimeModel | None = 
         whatif=plan,
         index=bound.ir.index,
         time_model=time_model.name,
-        time_model_info=MappingProxyType(describe_time_model(time_model, target, fused.captured)),
+        time_model_info=MappingProxyType(
+            describe_time_model(time_model, target, chosen.launch.mode == LaunchMode.CUDA_GRAPH)
+        ),
+        runtime=use,
     )
 
 
-def _place_nodes(fused: FusedModel, target: Platform, resolved: Mapping[str, str], model: TimeModel) -> NodeTable:
+def with_runtime_launches(model: TimeModel, use: RuntimeUse, runtime: Runtime) -> TimeModel:
+    """``model`` with the runtime's launch figures: the ``gpu`` model takes ``launch_s = use.per_kernel_s`` and
+    ``run_s = use.per_run_s`` and the runtime's launch mode, unless it was built with figures of its own; other
+    models are returned as they are (the roofline reads its launch cost from ``Roofs.launch_s``)."""
+    if isinstance(model, GpuTime) and model.launch_s is None and model.run_s is None:
+        return replace(model, launch_s=use.per_kernel_s, run_s=use.per_run_s, launch_mode=str(runtime.launch.mode))
+    return model
+
+
+def _place_nodes(
+    fused: FusedModel,
+    target: Platform,
+    resolved: Mapping[str, str],
+    model: TimeModel,
+    runtime: Runtime,
+    classes: Objects | None,
+) -> NodeTable:
     """Every node on its own (the unfused view): one row per node of the IR."""
     costed = fused.costed
     ops = costed.bound.ir.ops
@@ -229,12 +273,13 @@ def _place_nodes(fused: FusedModel, target: Platform, resolved: Mapping[str, str
         precision=precision,
         op_class=np.asarray(costed.op_classes, dtype=object),
         runs=np.asarray([c.state == NodeState.COSTED for c in node_costs], dtype=bool),
-        launches=np.zeros(len(ops)) if fused.captured else floats([c.launches for c in node_costs]),
+        launches=floats([c.launches for c in node_costs]),
         utilization=_node_utilization(ops, target),
         cold_bytes=np.zeros(len(ops)),
         descriptors=tuple(_node_descriptor(op, cls) for op, cls in zip(ops, costed.op_classes, strict=True)),
+        runtime_class=classes,
     )
-    figures = place_rows(work, target, model)
+    figures = place_rows(work, target, model, runtime)
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
 
 
@@ -259,7 +304,9 @@ def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> Floats:
     return floats([1.0 if shape is None else utilization(shape, array) for shape in shapes])
 
 
-def _place_kernels(fused: FusedModel, target: Platform, nodes: NodeTable, model: TimeModel) -> KernelTable:
+def _place_kernels(
+    fused: FusedModel, target: Platform, nodes: NodeTable, model: TimeModel, runtime: Runtime, classes: Objects
+) -> KernelTable:
     """Every kernel of the fusion profile: its cost is what crosses its boundary (:mod:`onnxroof.fusion.fuse`)."""
     kernels = fused.kernels
     costs = tuple(kernel.cost for kernel in kernels)
@@ -281,9 +328,10 @@ def _place_kernels(fused: FusedModel, target: Platform, nodes: NodeTable, model:
         utilization=floats(usage),
         cold_bytes=floats([c.params * per_param for c in costs]),
         descriptors=fused.descriptors,
+        runtime_class=classes,
     )
     ideal = tuple(kernel.ideal for kernel in kernels)
-    figures, ideal_latency = place_kernels(work, ideal, target, model)
+    figures, ideal_latency = place_kernels(work, ideal, target, model, runtime)
     return KernelTable(
         id=tuple(kernel.id for kernel in kernels),
         patterns=tuple(kernel.patterns for kernel in kernels),

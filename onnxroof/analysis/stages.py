@@ -45,7 +45,7 @@ from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.descriptor import describe
 from onnxroof.fusion.fuse import fuse as fuse_kernels
 from onnxroof.fusion.graph import FusionGraph
-from onnxroof.fusion.patterns import QDQ_PATTERNS, graph_captured
+from onnxroof.fusion.patterns import QDQ_PATTERNS
 from onnxroof.load.reader import LoadedModel, ModelFile, load_model, read_file
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import precision_of, resolve_precision
@@ -260,12 +260,11 @@ class FusedModel:
     its descriptor; the candidates that did not fuse; and how each kernel launches.
 
     ``anchors``: each kernel's anchor node (position in the IR's order); ``launches``: kernel launches per run
-    (0 for every kernel under graph capture: the run launches once); ``int8``: kernels a QDQ pattern runs at
-    int8 (QLinearConv, QLinearMatMul, QGemm)."""
+    (what each costs, and whether the run is one replayed graph, is the runtime's: placement); ``int8``: kernels
+    a QDQ pattern runs at int8 (QLinearConv, QLinearMatMul, QGemm)."""
 
     costed: CostedModel
     profile: str
-    captured: bool
     kernels: tuple[Kernel, ...]
     misses: tuple[Miss, ...]
     op_types: tuple[tuple[str, ...], ...]
@@ -282,7 +281,6 @@ def fuse(costed: CostedModel, profile: str) -> FusedModel:
     costs = {op.id: node_cost for op, node_cost in zip(ir.ops, costed.node_costs, strict=True)}
     graph = FusionGraph(ir, costs)
     fusion = fuse_kernels(ir, costs, profile, graph)
-    captured = graph_captured(profile)
     op_of, position = graph.ops, graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
@@ -294,12 +292,11 @@ def fuse(costed: CostedModel, profile: str) -> FusedModel:
         descriptors.append(describe(ops, kernel.patterns, types))
         anchors.append(position[kernel.node_ids[0]])
         single = len(kernel.node_ids) == 1
-        launches.append(0 if captured else costs[kernel.node_ids[0]].launches if single else 1)
+        launches.append(costs[kernel.node_ids[0]].launches if single else 1)
         int8.append(bool(QDQ_PATTERNS.intersection(kernel.patterns)))
     return FusedModel(
         costed=costed,
         profile=profile,
-        captured=captured,
         kernels=fusion.kernels,
         misses=fusion.misses,
         op_types=tuple(op_types),

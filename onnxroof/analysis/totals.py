@@ -76,9 +76,9 @@ def build_totals(
     graph_launch_s: float = 0.0,
 ) -> Totals:
     """The model's totals: ``nodes`` every node (the costed ones run), ``weights`` the distinct weights
-    (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: the one launch of a graph-captured run
-    (:data:`onnxroof.fusion.patterns.GRAPH_CAPTURE`), added once to the latency and the overhead time (its
-    kernels carry none). Sums run in row order over the figures as placed."""
+    (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: what the run pays once under its runtime
+    (:meth:`onnxroof.runtime.Runtime.run_launch_s`: the launch of a replayed CUDA graph), added once to the
+    latency and the overhead time. Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)
     running = [c.state == NodeState.COSTED for c in nodes.node_costs]
     costs = [cost for cost, runs in zip(nodes.costs, running, strict=True) if runs]

@@ -46,3 +46,8 @@ def one_line(text: str) -> str:
     """Collapse a multi-line library message (e.g. the ONNX checker's) into one readable line."""
     text = re.sub(r"==> Context: Bad node spec for node\. Name: (.*?) OpType: (\S+)", r"(node '\1', \2)", text)
     return " ".join(text.split())
+
+
+class RuntimeProfileError(OnnxroofError):
+    """A runtime profile (``runtimes/*.toml`` or a user file) is missing, malformed, names an unknown key, or
+    does not run on the platform it was asked for."""

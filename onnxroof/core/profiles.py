@@ -1,8 +1,9 @@
 """The fusion profiles: the target runtimes whose kernels the fusion pass mirrors, named once.
 
-A platform file names its runtime's profile (``fusion_profile``, :mod:`onnxroof.platform.parse`), ``--fusion``
-overrides it (:mod:`onnxroof.cli.common`), and :data:`onnxroof.fusion.patterns.PROFILES` maps each to the patterns
-it performs (its keys are checked against this enum when the module loads). It lives in core because
+A runtime file names its profile (``runtimes/*.toml``, :mod:`onnxroof.runtime`), as does a platform file
+(``fusion_profile``, :mod:`onnxroof.platform.parse`, whose default runtime follows it); ``--fusion`` overrides
+it (:mod:`onnxroof.cli.common`), and :data:`onnxroof.fusion.patterns.PROFILES` maps each to the patterns it
+performs (its keys are checked against this enum when the module loads). It lives in core because
 ``platform`` sits below ``fusion``.
 """
 
@@ -16,7 +17,8 @@ class FusionProfile(StrEnum):
 
     TENSORRT = "tensorrt"
     TENSORRT_LLM = "tensorrt-llm"
-    """TensorRT's fusions, run graph-captured (one launch per run: :data:`onnxroof.fusion.patterns.GRAPH_CAPTURE`)."""
+    """TensorRT's fusions; the ``tensorrt-llm`` runtime (``runtimes/tensorrt-llm.toml``) replays them as a CUDA graph,
+    and ``--fusion tensorrt-llm`` without ``--runtime`` picks that runtime (:func:`onnxroof.runtime.runtime_for`)."""
     ORT_CPU = "ort-cpu"
     """ONNX Runtime's CPU execution provider at ``ORT_ENABLE_EXTENDED``."""
     NONE = "none"

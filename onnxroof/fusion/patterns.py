@@ -712,26 +712,9 @@ PROFILES: Mapping[FusionProfile, tuple[str, ...]] = MappingProxyType(
 PROFILES = MappingProxyType({**PROFILES, FusionProfile.TENSORRT_LLM: PROFILES[FusionProfile.TENSORRT]})
 assert set(PROFILES) == set(FusionProfile), "every fusion profile has its patterns, and only those"
 
-#: Profiles whose runtime replays the whole run as one captured CUDA graph.
-GRAPH_CAPTURE: frozenset[FusionProfile] = frozenset({FusionProfile.TENSORRT_LLM})
-"""Profiles that run graph-captured: TensorRT-LLM (and ONNX Runtime GenAI on CUDA) record a decode step's
-kernels once as a CUDA graph and replay it, so the host pays the launch overhead ``t_launch`` once per run
-(per decode step), not once per kernel: ``t = Σ max(t_compute, t_memory) + t_launch`` instead of
-``Σ (max(t_compute, t_memory) + t_launch)``. ``tensorrt-llm`` is a profile of its own rather than a
-``--graph-capture`` option because graph capture is a property of the runtime, like its fusions: the profile
-already names the runtime, and a platform file can name it as its default (``fusion_profile``). Its fusions
-are TensorRT's."""
-
-
-def graph_captured(profile: str) -> bool:
-    """True when ``profile``'s runtime launches a whole run as one captured graph (:data:`GRAPH_CAPTURE`)."""
-    return profile in GRAPH_CAPTURE
-
-
 __all__ = [
     "ACTIVATIONS",
     "CONSUMER",
-    "GRAPH_CAPTURE",
     "OPERAND",
     "ORT_CONV_ACTIVATIONS",
     "ORT_GEMM_ACTIVATIONS",
@@ -747,6 +730,5 @@ __all__ = [
     "PointwisePattern",
     "Step",
     "check",
-    "graph_captured",
     "parse_template",
 ]

@@ -220,6 +220,9 @@ class Platform:
     """The GPU's SMs, clock, L2 and tensor-core generation (``[gpu]``), None when not given."""
     peak_roofs: bool = False
     """True: the roofline uses the datasheet figures as given (``--peak``), not the sustained shares."""
+    default_runtime: str = ""
+    """The runtime profile analyses use unless told otherwise (``default_runtime``, a name in ``runtimes/``);
+    empty: the one the fusion profile implies (:func:`onnxroof.runtime.lookup.default_runtime_name`)."""
 
     @property
     def bandwidth_share(self) -> float:

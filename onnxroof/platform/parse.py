@@ -37,6 +37,7 @@ _TOP_KEYS = frozenset(
         "title",
         "kind",
         "fusion_profile",
+        "default_runtime",
         "aliases",
         "notes",
         "measured",
@@ -131,7 +132,8 @@ def parse_platform(data: bytes, *, label: str, origin: str, stem: str | None) ->
 
 
 def _header(doc: Mapping[str, Any], reader: TomlReader, stem: str | None) -> dict[str, Any]:
-    """The platform's identity and description: name, title, kind, fusion profile, aliases, notes, measured."""
+    """The platform's identity and description: name, title, kind, fusion profile, aliases, notes, measured, and the
+    default runtime (a bundled runtime's name; empty: the one its fusion profile implies, checked where it is used)."""
     name = reader.string(doc["name"], "name", non_empty=True)
     if stem is not None and name != stem:
         raise reader.fail("name", f"must equal the file stem {stem!r}, got {name!r}")
@@ -149,6 +151,7 @@ def _header(doc: Mapping[str, Any], reader: TomlReader, stem: str | None) -> dic
         "aliases": tuple(aliases),
         "notes": reader.string(doc.get("notes", ""), "notes"),
         "measured": reader.boolean(doc.get("measured", False), "measured"),
+        "default_runtime": reader.string(doc.get("default_runtime", ""), "default_runtime"),
     }
 
 

@@ -27,6 +27,7 @@ from onnxroof.core.states import Bound
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import FIGURES, ROOFLINE, Figures, Floats, Objects, TimeModel, Work, floats, place
 from onnxroof.roofline.rows import Column, CostColumn, RowTable, RowView
+from onnxroof.runtime.model import Runtime
 
 #: The cost figures every node and kernel result carries, before the placed :data:`FIGURES`.
 COST_FIELDS = ("flops", "macs", "bytes_read", "bytes_written", "params")
@@ -146,6 +147,7 @@ def place_kernels(
     ideal: Sequence[Cost],
     platform: Platform,
     model: TimeModel = ROOFLINE,
+    runtime: Runtime | None = None,
 ) -> tuple[Figures, Floats]:
     """Place every kernel of ``work`` and the ideal version of each (``ideal``: its cost with elementwise and
     layout traffic free): the kernels' figures, and each kernel's ideal latency.
@@ -154,7 +156,7 @@ def place_kernels(
     bytes capped at the ideal bytes, the same launches); one left with none is its ideal FLOPs at its
     roof with no launch, ``F / (P · e · u)``.
     """
-    figures = place(work, platform, model)
+    figures = place(work, platform, model, runtime)
     ideal_bytes = floats([cost.bytes for cost in ideal])
     ideal_flops = floats([cost.flops for cost in ideal])
     moving = ideal_bytes > 0
@@ -168,8 +170,9 @@ def place_kernels(
         utilization=work.utilization,
         cold_bytes=np.minimum(work.cold_bytes, ideal_bytes),
         descriptors=work.descriptors,
+        runtime_class=work.runtime_class,
     )
-    placed = place(ideal_work, platform, model)
+    placed = place(ideal_work, platform, model, runtime)
     free = ideal_flops / (placed.peak_flops * placed.efficiency * work.utilization)
     return figures, np.where(moving, placed.latency_s, free)
 

@@ -14,7 +14,12 @@ The roofs (for a row of ``F`` FLOPs and ``B`` bytes at precision ``p``, op class
   row's *cold* bytes ``C = clamp(cold_bytes, 0, B)`` stream from DRAM, its *hot* bytes ``H = B − C`` at ``W_H``,
   the bandwidth of the smallest level whose size holds ``H`` (DRAM if none does), and
   ``W = B / (C / W_dram + H / W_H)`` (``= W_H`` when nothing moves);
-* efficiency ``e``: the platform's ``[efficiency]`` figure for ``c`` (1 when it gives none);
+* efficiency ``e = e_platform(c) · f_runtime(k)``: the platform's ``[efficiency]`` figure for op class ``c`` (1
+  when it gives none) times the runtime's ``[efficiency]`` factor for the row's kernel class ``k`` (1 when it gives
+  none or no runtime is given);
+* launch cost per launch ``launch_s``: the runtime's (:meth:`onnxroof.runtime.Runtime.kernel_launch_s`: its
+  ``per_kernel_us``, else the platform's ``launch_overhead_s`` per kernel, 0 per node of a replayed CUDA graph),
+  the platform's ``launch_overhead_s`` without a runtime;
 * intensity ``I = F / B`` (``∞`` for FLOPs without bytes, 0 for neither); ridge ``R = P / W``;
 * attainable FLOP/s ``= e · min(u · P, I · W)`` (0 for a row that does not run);
 * energy (platforms with energy figures, :mod:`onnxroof.roofline.energy`): ``F · E_op(p)`` plus the DRAM bytes
@@ -37,6 +42,7 @@ import numpy.typing as npt
 from onnxroof.core.states import Bound
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.energy import byte_energy, op_energy
+from onnxroof.runtime.model import Runtime, RuntimeKernelClass
 
 Floats = npt.NDArray[np.float64]
 Objects = npt.NDArray[np.object_]
@@ -57,7 +63,9 @@ class Work:
     row pays (0 under graph capture); ``utilization``: PE-array utilization (1 without an array);
     ``cold_bytes``: bytes that come from DRAM even when a cache level could hold the working set;
     ``descriptors``: each row's kernel descriptor (op class, GEMM view, dtypes) for time models that look at a
-    kernel's shape (empty when none was built).
+    kernel's shape (empty when none was built); ``runtime_class``: each row's
+    :class:`~onnxroof.runtime.RuntimeKernelClass`, the key of the runtime's ``[efficiency]`` factors (None: no
+    factor applies).
     """
 
     flops: Floats
@@ -69,6 +77,7 @@ class Work:
     utilization: Floats
     cold_bytes: Floats
     descriptors: tuple[object, ...] = ()
+    runtime_class: Objects | None = None
 
     def __len__(self) -> int:
         return len(self.flops)
@@ -76,14 +85,16 @@ class Work:
 
 @dataclass(frozen=True, eq=False)
 class Roofs:
-    """The platform's roofs for each row of a :class:`Work` (module docstring): compute roof ``P``,
-    bandwidth ``W`` and the level that serves the row, efficiency ``e``, and the bytes a cache level serves."""
+    """The platform's and runtime's roofs for each row of a :class:`Work` (module docstring): compute roof ``P``,
+    bandwidth ``W`` and the level that serves the row, efficiency ``e``, the bytes a cache level serves, and
+    ``launch_s``, the seconds each of a row's launches costs under the runtime's launch mode."""
 
     peak: Floats
     bandwidth: Floats
     level: Objects
     efficiency: Floats
     near_bytes: Floats
+    launch_s: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,7 +128,7 @@ class RooflineTime:
     """The roofline time model: a lower bound on a kernel's time, from its FLOPs and bytes alone.
 
     * ``t_compute = F / (e · u · P)``, ``t_memory = B / (e · W)``;
-    * ``t_launch = launch_overhead_s × launches`` (the platform's per-kernel launch or dispatch cost);
+    * ``t_launch = launch_s × launches`` (``launch_s``: the runtime's cost per launch, :func:`roofs`);
     * ``t = max(t_compute, t_memory) + t_launch``;
     * bound ``compute`` when ``t_compute ≥ t_memory`` and ``F > 0``, else ``memory``.
     """
@@ -127,7 +138,7 @@ class RooflineTime:
     def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times:
         t_compute = work.flops / (roofs.efficiency * work.utilization * roofs.peak)
         t_memory = work.bytes / (roofs.efficiency * roofs.bandwidth)
-        overhead = platform.launch_overhead_s * work.launches
+        overhead = roofs.launch_s * work.launches
         bound = choose((t_compute >= t_memory) & (work.flops > 0), Bound.COMPUTE, Bound.MEMORY)
         return Times(t_compute, t_memory, overhead, np.maximum(t_compute, t_memory) + overhead, bound)
 
@@ -212,15 +223,20 @@ def by_key(keys: Objects, lookup: Callable[[Any], float | None]) -> Floats:
     return floats([np.nan if (value := table[key]) is None else value for key in rows])
 
 
-def roofs(work: Work, platform: Platform) -> Roofs:
-    """The platform's roofs for every row (module docstring)."""
+def roofs(work: Work, platform: Platform, runtime: Runtime | None = None) -> Roofs:
+    """The platform's and the runtime's roofs for every row (module docstring)."""
     peak = by_key(work.precision, lookup=platform.peak)
     efficiency = by_key(work.op_class, lookup=lambda cls: platform.efficiency.get(cls, 1.0))
+    launch_s = platform.launch_overhead_s
+    if runtime is not None:
+        launch_s = runtime.kernel_launch_s(platform.launch_overhead_s)
+        if runtime.efficiency and work.runtime_class is not None:
+            efficiency = efficiency * by_key(work.runtime_class, lookup=runtime_factor(runtime))
     moved = work.bytes
     rows = len(work)
     if not platform.cache_levels:
         bandwidth = np.full(rows, platform.roof_bandwidth)
-        return Roofs(peak, bandwidth, filled(rows, "dram"), efficiency, np.zeros(rows))
+        return Roofs(peak, bandwidth, filled(rows, "dram"), efficiency, np.zeros(rows), launch_s)
     cold = np.minimum(np.maximum(work.cold_bytes, 0.0), moved)
     hot = moved - cold
     sizes = floats([level.size for level in platform.cache_levels])
@@ -238,7 +254,12 @@ def roofs(work: Work, platform: Platform) -> Roofs:
     if mixed.any():
         level = level.copy()
         level[mixed] = np.where(hot[mixed] > 0, level[mixed] + "+dram", "dram")
-    return Roofs(peak, bandwidth, level, efficiency, near)
+    return Roofs(peak, bandwidth, level, efficiency, near, launch_s)
+
+
+def runtime_factor(runtime: Runtime) -> Callable[[Any], float]:
+    """``class → f_runtime(class)``: the runtime's efficiency factor of a kernel class (1 for None or absent)."""
+    return lambda cls: 1.0 if cls is None else runtime.factor(RuntimeKernelClass(cls))
 
 
 def intensity(flops: Floats, moved: Floats) -> Floats:
@@ -248,9 +269,9 @@ def intensity(flops: Floats, moved: Floats) -> Floats:
     return np.where(moved > 0, ratio, np.where(flops > 0, np.inf, 0.0))
 
 
-def place(work: Work, platform: Platform, model: TimeModel = ROOFLINE) -> Figures:
-    """Every row of ``work`` placed on ``platform`` through ``model`` (module docstring)."""
-    roof = roofs(work, platform)
+def place(work: Work, platform: Platform, model: TimeModel = ROOFLINE, runtime: Runtime | None = None) -> Figures:
+    """Every row of ``work`` placed on ``platform`` under ``runtime`` through ``model`` (module docstring)."""
+    roof = roofs(work, platform, runtime)
     times = model.times(work, roof, platform)
     runs = work.runs
     intense = intensity(work.flops, work.bytes)
