@@ -97,7 +97,32 @@ def platform_fields(p: Platform) -> dict[str, Any]:
         "energy_per_op_j": dict(p.energy_per_op),
         "energy_per_byte_j": dict(p.energy_per_byte),
         **({"sustained": sustained_fields(p)} if p.sustained else {}),
+        **({"gpu": gpu_fields(p)} if p.gpu is not None else {}),
     }
+
+
+def gpu_fields(p: Platform) -> dict[str, Any]:
+    """The ``[gpu]`` table in SI units, each figure with its source."""
+    gpu = p.gpu
+    assert gpu is not None
+    values: dict[str, Any] = {
+        "sm_count": gpu.sm_count,
+        "clock_hz": gpu.clock_hz,
+        "l2_size": gpu.l2_size,
+        "tensor_cores": gpu.tensor_cores,
+        "l2_bytes_per_clock": gpu.l2_bytes_per_clock,
+    }
+    keys = {"clock_hz": "boost_clock_ghz", "l2_size": "l2_mb"}
+    return {**values, "sources": {k: p.sources.get(f"gpu.{keys.get(k, k)}", "") for k in values}}
+
+
+def time_model_fields(analysis: Analysis) -> dict[str, Any]:
+    """The time model that placed the kernels: ``name``, ``launch_mode`` and every other figure or constant it
+    assumed, with its source (:func:`~onnxroof.roofline.gpu.describe_time_model`)."""
+    info = dict(analysis.time_model_info)
+    name = info.pop("name", analysis.time_model)
+    mode = info.pop("launch_mode", "")
+    return {"name": name, "launch_mode": mode, "constants": info}
 
 
 def sustained_fields(p: Platform) -> dict[str, Any]:
@@ -177,6 +202,7 @@ def to_dict(analysis: Analysis, *, lazy: bool = False) -> dict[str, Any]:
         },
         "nodes": nodes if lazy else list(nodes),
         "kernels": kernels if lazy else list(kernels),
+        "time_model": time_model_fields(analysis),
         "fusion": {
             "profile": analysis.fusion_profile,
             "misses": [

@@ -54,6 +54,7 @@ def summary_table(analysis: Analysis) -> Table:
         ("Compute time", seconds(t.compute_time_s), "Memory time", seconds(t.memory_time_s)),
         ("Launch overhead", seconds(t.overhead_time_s), "Kernels", f"{t.kernels} for {t.nodes} nodes"),
         ("Unfused (upper)", seconds(t.unfused.latency_s), "Fusion profile", analysis.fusion_profile),
+        ("Time model", time_model_text(analysis), "Launches", launch_text(analysis)),
         ("Ideal (lower)", seconds(t.ideal.latency_s), "Fusion saves", seconds(t.unfused.latency_s - t.fused.latency_s)),
         (
             "Layout traffic",
@@ -77,6 +78,21 @@ def summary_table(analysis: Analysis) -> Table:
     for row in rows:
         grid.add_row(*row)
     return grid
+
+
+def time_model_text(analysis: Analysis) -> str:
+    """The time model's name, ``roofline`` marked as the (lower) bound it is."""
+    name = analysis.time_model_info.get("name", analysis.time_model)
+    return f"{name} (bound)" if name == "roofline" else name
+
+
+def launch_text(analysis: Analysis) -> str:
+    """The launch mode and its figure: ``per-kernel 10 µs`` or ``cuda-graph 10 µs/run``."""
+    info = analysis.time_model_info
+    mode = info.get("launch_mode", "per-kernel")
+    if mode == "cuda-graph":
+        return f"{mode} {seconds(float(info.get('per_run_s', 0.0)))}/run"
+    return f"{mode} {seconds(float(info.get('per_kernel_launch_s', analysis.platform.launch_overhead_s)))}"
 
 
 def whatif_text(analysis: Analysis) -> str:

@@ -32,7 +32,7 @@ import jinja2
 from markupsafe import Markup
 
 from onnxroof.analysis.analyze import Analysis, NodeResult
-from onnxroof.analysis.document import SCHEMA_VERSION, to_dict
+from onnxroof.analysis.document import SCHEMA_VERSION, time_model_fields, to_dict
 from onnxroof.core.states import Bound
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.measure.overlay import MeasuredOverlay, with_measured
@@ -301,6 +301,7 @@ def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dic
         "peaks": peaks,
         "bandwidth_source": p.sources.get("memory.dram_bandwidth_gbps", ""),
         "overhead_source": p.sources.get("runtime.launch_overhead_us", ""),
+        "time_model": time_model_fields(analysis),
         "dims": ", ".join(f"{k}={v}" for k, v in m.dims.items()),
         "op_bars": bars,
         "bottlenecks": bottlenecks,

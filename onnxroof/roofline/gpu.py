@@ -203,14 +203,14 @@ class GpuTime:
 
     ``launch_s``: seconds per kernel launch, ``run_s``: seconds once per run (the graph replay and host sync of a
     captured run); None takes the platform's ``launch_overhead_s`` for both (a runtime profile will give them:
-    ``GpuTime(launch_s=runtime.per_kernel_s, run_s=runtime.per_run_s)``). ``launch_mode`` names how the runtime
-    launches (``per-kernel`` or ``cuda-graph``), for reports. ``transfer_latency_s``: :data:`TRANSFER_LATENCY_S`.
+    ``GpuTime(launch_s=runtime.per_kernel_s, run_s=runtime.per_run_s)``); whether a run launches per kernel or as
+    one captured graph is the fusion profile's (``Work.launches`` is 0 under capture).
+    ``transfer_latency_s``: :data:`TRANSFER_LATENCY_S`.
     """
 
     name: str = "gpu"
     launch_s: float | None = None
     run_s: float | None = None
-    launch_mode: str = "per-kernel"
     transfer_latency_s: float = TRANSFER_LATENCY_S
 
     def per_kernel_s(self, platform: Platform) -> float:
@@ -224,7 +224,6 @@ class GpuTime:
     def constants(self, platform: Platform) -> dict[str, str]:
         """What this model assumed on ``platform``: the launch figures and each constant with its source."""
         return {
-            "launch_mode": self.launch_mode,
             "per_kernel_launch_s": f"{self.per_kernel_s(platform):g}",
             "per_run_s": f"{self.per_run_s(platform):g}",
             **CONSTANT_SOURCES,
