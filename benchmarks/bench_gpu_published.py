@@ -71,29 +71,16 @@ def load_rows(path: Path = MEASUREMENTS) -> list[dict[str, Any]]:
 
 
 def time_model(name: str) -> object | None:
-    """The time model called ``name`` in this onnxroof, or None when it has none by that name."""
+    """The time model called ``name`` in this onnxroof (``roofline``; ``gpu``: :data:`onnxroof.roofline.gpu.GPU`
+    where the installed onnxroof has it), or None."""
     if name == "roofline":
         return ROOFLINE
-    place = importlib.import_module("onnxroof.roofline.place")
-    for attr in ("time_model", "time_model_named", "load_time_model"):
-        finder = getattr(place, attr, None)
-        if callable(finder):
-            try:
-                return finder(name)
-            except (KeyError, ValueError, LookupError):
-                return None
-    for attr in ("TIME_MODELS", "BY_NAME"):
-        table = getattr(place, attr, None)
-        if isinstance(table, dict) and name in table:
-            return table[name]
     try:
         gpu = importlib.import_module("onnxroof.roofline.gpu")
     except ImportError:
         return None
-    for value in vars(gpu).values():
-        if getattr(value, "name", None) == name and hasattr(value, "times"):
-            return value
-    return None
+    model = getattr(gpu, name.upper(), None)
+    return model if hasattr(model, "times") and not isinstance(model, type) else None
 
 
 def _runtime_for(row: dict[str, Any]) -> str | None:
