@@ -215,7 +215,7 @@ def place(
     costed = fused.costed
     resolved, fallbacks = fallback_warnings(costed.wanted, target)
     node_class = node_classes(costed) if chosen.efficiency else None
-    time_model = with_runtime_launches(time_model, use, chosen)
+    time_model = with_runtime_launches(time_model, use)
     nodes = _place_nodes(fused, target, resolved, time_model, chosen, node_class)
     kernels = _place_kernels(fused, target, nodes, time_model, chosen, classes)
     graph_launch_s = use.per_run_s
@@ -244,12 +244,12 @@ def place(
     )
 
 
-def with_runtime_launches(model: TimeModel, use: RuntimeUse, runtime: Runtime) -> TimeModel:
+def with_runtime_launches(model: TimeModel, use: RuntimeUse) -> TimeModel:
     """``model`` with the runtime's launch figures: the ``gpu`` model takes ``launch_s = use.per_kernel_s`` and
-    ``run_s = use.per_run_s`` and the runtime's launch mode, unless it was built with figures of its own; other
-    models are returned as they are (the roofline reads its launch cost from ``Roofs.launch_s``)."""
+    ``run_s = use.per_run_s`` (the runtime's launch mode decides both), unless it was built with figures of its
+    own; other models are returned as they are (the roofline reads its launch cost from ``Roofs.launch_s``)."""
     if isinstance(model, GpuTime) and model.launch_s is None and model.run_s is None:
-        return replace(model, launch_s=use.per_kernel_s, run_s=use.per_run_s, launch_mode=str(runtime.launch.mode))
+        return replace(model, launch_s=use.per_kernel_s, run_s=use.per_run_s)
     return model
 
 
