@@ -195,6 +195,21 @@ def summary(rows: list[dict[str, Any]], models: list[str]) -> dict[str, dict[str
     return out
 
 
+def groups(rows: list[dict[str, Any]], models: list[str], key: str) -> str:
+    """A markdown table of the median signed error per value of ``key`` (platform, shape, scenario) and model."""
+    values = sorted({str(row[key]) for row in rows})
+    lines = [f"| {key} | rows | " + " | ".join(f"{m} median error" for m in models) + " |"]
+    lines.append("|---|--:|" + "--:|" * len(models))
+    for value in values:
+        picked = [row for row in rows if str(row[key]) == value and "pred" in row]
+        cells = []
+        for name in models:
+            errors = [row["pred"][name]["error"] for row in picked if "error" in row["pred"].get(name, {})]
+            cells.append(f"{statistics.median(errors) * 100:+.0f}%" if errors else "–")
+        lines.append(f"| {value} | {len(picked)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table(rows: list[dict[str, Any]], models: list[str]) -> str:
     """A markdown table: one line per row, a measured figure and each time model's prediction and error."""
     head = "| # | id | model | batch | GPU → platform | launch | measured |"
@@ -246,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     predicted, models = predict(rows, args.work)
     print(table(predicted, models))
+    for key in ("platform", "shape", "scenario"):
+        print()
+        print(groups(predicted, models, key))
     print(f"\n({time.perf_counter() - start:.1f} s)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -64,14 +64,8 @@ def test_rows_parse_with_every_field_and_a_source(rows: list[dict]) -> None:
         assert row["scenario"] == "Offline" or row["batch"] == 1, row["id"]
 
 
-#: Platforms the rows name that the gpu time model's branch adds (removed from here once it is merged).
-PENDING = {"xavier-nx", "orin-nx"}
-
-
 def test_every_platform_is_bundled(rows: list[dict]) -> None:
-    names = set(bundled_platform_names())
-    assert {row["platform"] for row in rows} <= names | PENDING
-    assert {row["platform"] for row in rows} - PENDING <= names
+    assert {row["platform"] for row in rows} <= set(bundled_platform_names())
 
 
 def test_rows_cover_five_gpus_two_of_them_jetson(rows: list[dict]) -> None:
