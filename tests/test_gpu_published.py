@@ -167,6 +167,9 @@ def test_script_predicts_two_rows(rows: list[dict], folder: Path) -> None:
     predicted, models = bench.predict(picked, folder)
     assert models[0] == "roofline"
     single, offline = predicted
+    assert single["runtime_profile"] == "tensorrt-cudagraph"  # MLPerf's use_graphs: one replay per run
+    assert offline["runtime_profile"] == "tensorrt"
+    assert set(models) == {"roofline", "gpu"}
     p = single["pred"]["roofline"]
     assert p["figure"] == pytest.approx(p["latency_s"] * 1e3)
     assert p["error"] == pytest.approx(p["latency_s"] / (single["measured"] / 1e3) - 1)
