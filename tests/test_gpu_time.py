@@ -20,6 +20,7 @@ from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import bundled_platforms, load_platform
 from onnxroof.roofline.gpu import GPU, GpuTime, time_model_for
 from onnxroof.roofline.place import ROOFLINE, Work, floats, place
+from onnxroof.runtime import load_runtime
 
 SAMPLES = Path(__file__).parent.parent / "samples"
 
@@ -156,13 +157,14 @@ def test_memory_rows_stream_from_l2_when_they_fit_else_from_dram(tmp_path: Path)
     assert large.bound[0] == Bound.MEMORY
 
 
-def test_launches_come_from_the_model_else_the_platform(tmp_path: Path) -> None:
+def test_launches_are_the_runtimes_else_the_platforms(tmp_path: Path) -> None:
     platform = toy(tmp_path)
     rows = work([(None, 0.0)], bytes_=1.0, launches=2)
-    assert place(rows, platform, GPU).t_overhead_s[0] == pytest.approx(2 * 5e-6)
-    given = GpuTime(launch_s=3e-6, run_s=7e-6)
-    assert place(rows, platform, given).t_overhead_s[0] == pytest.approx(2 * 3e-6)
-    assert given.per_run_s(platform) == 7e-6 and GPU.per_run_s(platform) == pytest.approx(5e-6)
+    assert place(rows, platform, GPU).t_overhead_s[0] == pytest.approx(2 * 5e-6)  # no runtime: the platform's
+    runtime = load_runtime("tensorrt-cudagraph")
+    per_launch = runtime.kernel_launch_s(platform.launch_overhead_s)
+    assert place(rows, platform, GPU, runtime).t_overhead_s[0] == pytest.approx(2 * per_launch)
+    assert per_launch != 5e-6
 
 
 def test_a_gpu_without_a_gpu_table_is_placed_by_the_roofline(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -40,12 +40,12 @@ from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.classify import resolve_precision
-from onnxroof.roofline.gpu import GpuTime, describe_time_model, time_model_for
+from onnxroof.roofline.gpu import describe_time_model, time_model_for
 from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
 from onnxroof.roofline.place import ROOFLINE, Floats, Objects, TimeModel, Work, floats
 from onnxroof.roofline.place import place as place_rows
-from onnxroof.runtime import LaunchMode, Runtime, runtime_for
+from onnxroof.runtime import Runtime, runtime_for
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -185,18 +185,16 @@ def place(
 
     ``runtime`` (None: the platform's default, or the runtime ``fused``'s fusion profile names,
     :func:`~onnxroof.runtime.runtime_for`) sets the launch cost (each launch ``launch_s =
-    runtime.kernel_launch_s(platform.launch_overhead_s)``, the run once ``runtime.run_launch_s(...)``; the ``gpu``
-    time model takes both from it unless it was given its own), writes the KV cache in place when it (or a
-    ``genai_config.json`` beside the model) says so, and multiplies each row's efficiency by its kernel-class
-    factor (:mod:`onnxroof.analysis.runtime_use`).
+    runtime.kernel_launch_s(platform.launch_overhead_s)``, the run once ``runtime.run_launch_s(...)``), writes
+    the KV cache in place when it (or a ``genai_config.json`` beside the model) says so, and multiplies each
+    row's efficiency by its kernel-class factor (:mod:`onnxroof.analysis.runtime_use`).
 
     A node computes at the precision it asks for resolved through the platform's fallback chain; a kernel at its
     anchor's, except that a QDQ kernel computes at the platform's int8 (through the same chain). ``platform``'s
     sustained roofs are used unless the what-if knobs ask for ``peak``. Weights are read from DRAM on every run
     when weights and peak activations together exceed the platform's largest cache level
     (:func:`cold_weight_bytes`). ``time_model`` None: the what-if knobs' ``time_model``, else the platform's
-    default (:func:`~onnxroof.roofline.gpu.time_model_for`). A run pays the runtime's ``per_run_s`` once (one
-    graph replay under ``cuda-graph``, 0 under ``per-kernel``: :func:`with_runtime_launches`)."""
+    default (:func:`~onnxroof.roofline.gpu.time_model_for`)."""
     costed = fused.costed
     bound = costed.bound
     plan = bound.plan
@@ -215,7 +213,6 @@ def place(
     costed = fused.costed
     resolved, fallbacks = fallback_warnings(costed.wanted, target)
     node_class = node_classes(costed) if chosen.efficiency else None
-    time_model = with_runtime_launches(time_model, use)
     nodes = _place_nodes(fused, target, resolved, time_model, chosen, node_class)
     kernels = _place_kernels(fused, target, nodes, time_model, chosen, classes)
     graph_launch_s = use.per_run_s
@@ -238,19 +235,17 @@ def place(
         index=bound.ir.index,
         time_model=time_model.name,
         time_model_info=MappingProxyType(
-            describe_time_model(time_model, target, chosen.launch.mode == LaunchMode.CUDA_GRAPH)
+            describe_time_model(
+                time_model,
+                target,
+                runtime=use.runtime.name,
+                launch_mode=str(use.runtime.launch_mode),
+                per_kernel_s=use.per_kernel_s,
+                per_run_s=use.per_run_s,
+            )
         ),
         runtime=use,
     )
-
-
-def with_runtime_launches(model: TimeModel, use: RuntimeUse) -> TimeModel:
-    """``model`` with the runtime's launch figures: the ``gpu`` model takes ``launch_s = use.per_kernel_s`` and
-    ``run_s = use.per_run_s`` (the runtime's launch mode decides both), unless it was built with figures of its
-    own; other models are returned as they are (the roofline reads its launch cost from ``Roofs.launch_s``)."""
-    if isinstance(model, GpuTime) and model.launch_s is None and model.run_s is None:
-        return replace(model, launch_s=use.per_kernel_s, run_s=use.per_run_s)
-    return model
 
 
 def _place_nodes(

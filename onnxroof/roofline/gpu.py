@@ -22,9 +22,11 @@ Three paths, chosen per row (formulas in :meth:`GpuTime.times` and the helpers t
 Every kernel streams its bytes at the bandwidth of the level that holds them (:func:`stream_bandwidth`).
 
 Every row also pays one per-transfer latency ``t_lat`` (the first load of a kernel is a full memory round
-trip, and no kernel ends before its grid drains) and its launches at ``launch_s`` each (the runtime's
-per-kernel launch; the platform's ``launch_overhead_s`` until a runtime profile gives one). A platform without
-a ``[gpu]`` table is placed by the roofline (:class:`~onnxroof.roofline.place.RooflineTime`).
+trip, and no kernel ends before its grid drains) and its launches at ``launch_s`` each, the runtime's cost per
+launch (:attr:`~onnxroof.roofline.place.Roofs.launch_s`: its ``per_kernel_us``, else the platform's
+``launch_overhead_s``; a node of a replayed CUDA graph); the run's one-off cost (a graph launch) is the runtime's
+too, added once by placement. A platform without a ``[gpu]`` table is placed by the roofline
+(:class:`~onnxroof.roofline.place.RooflineTime`).
 """
 
 from __future__ import annotations
@@ -201,31 +203,16 @@ def stream_bandwidth(moved: Floats, dram: Floats, gpu: GpuSpec, l2_bandwidth: fl
 class GpuTime:
     """The ``gpu`` time model (module docstring); the default for ``kind = "gpu"`` platforms.
 
-    ``launch_s``: seconds per kernel launch, ``run_s``: seconds once per run (the graph replay and host sync of a
-    captured run); None takes the platform's ``launch_overhead_s`` for both (a runtime profile will give them:
-    ``GpuTime(launch_s=runtime.per_kernel_s, run_s=runtime.per_run_s)``); whether a run launches per kernel or as
-    one captured graph is the fusion profile's (``Work.launches`` is 0 under capture).
+    Launches are the runtime's (``Roofs.launch_s`` per launch, the run's one-off cost added by placement);
     ``transfer_latency_s``: :data:`TRANSFER_LATENCY_S`.
     """
 
     name: str = "gpu"
-    launch_s: float | None = None
-    run_s: float | None = None
     transfer_latency_s: float = TRANSFER_LATENCY_S
 
-    def per_kernel_s(self, platform: Platform) -> float:
-        """Seconds per kernel launch: ``launch_s``, else the platform's ``launch_overhead_s``."""
-        return platform.launch_overhead_s if self.launch_s is None else self.launch_s
-
-    def per_run_s(self, platform: Platform) -> float:
-        """Seconds per captured run (one graph replay): ``run_s``, else the platform's ``launch_overhead_s``."""
-        return platform.launch_overhead_s if self.run_s is None else self.run_s
-
-    def constants(self, platform: Platform) -> dict[str, str]:
-        """What this model assumed on ``platform``: the launch figures and each constant with its source."""
+    def constants(self) -> dict[str, str]:
+        """Each constant this model assumed, as ``"value: source"``."""
         return {
-            "per_kernel_launch_s": f"{self.per_kernel_s(platform):g}",
-            "per_run_s": f"{self.per_run_s(platform):g}",
             **CONSTANT_SOURCES,
             "transfer_latency_s": CONSTANT_SOURCES["transfer_latency_s"]
             if self.transfer_latency_s == TRANSFER_LATENCY_S
@@ -238,7 +225,8 @@ class GpuTime:
         * tiled rows: ``t_compute = max(t_tiles, F / (e·u·P)) + t_lat`` (:func:`tile_time`); CUDA-core rows:
           ``t_compute = F / (e·P_fp32) + t_lat`` (:func:`cuda_core_time`); other rows ``F / (e·u·P) + t_lat``;
         * ``t_memory = B / (e·W') + t_lat`` with ``W'`` from :func:`stream_bandwidth`;
-        * ``t_overhead = launch_s × launches``; ``t = max(t_compute, t_memory) + t_overhead``;
+        * ``t_overhead = launch_s × launches`` (``launch_s`` the runtime's, :attr:`Roofs.launch_s`);
+          ``t = max(t_compute, t_memory) + t_overhead``;
         * bound ``compute`` when ``t_compute ≥ t_memory`` and ``F > 0``, else ``memory``.
         """
         gpu = platform.gpu
@@ -264,7 +252,7 @@ class GpuTime:
         compute = np.where(tiled, np.maximum(tiles, roofline_compute), untiled) + self.transfer_latency_s
         bandwidth = stream_bandwidth(work.bytes, roofs.bandwidth, gpu, l2_bandwidth)
         memory = work.bytes / (e * bandwidth) + self.transfer_latency_s
-        overhead = self.per_kernel_s(platform) * work.launches
+        overhead = roofs.launch_s * work.launches
         bound = choose((compute >= memory) & (work.flops > 0), Bound.COMPUTE, Bound.MEMORY)
         return Times(compute, memory, overhead, np.maximum(compute, memory) + overhead, bound)
 
@@ -280,18 +268,22 @@ def time_model_for(kind: str | None, platform: Platform) -> GpuTime | RooflineTi
     return GPU if TimeModelKind(kind) == TimeModelKind.GPU else ROOFLINE
 
 
-def describe_time_model(model: object, platform: Platform, captured: bool) -> dict[str, str]:
-    """What a report says of the time model that ran: its name, the launch mode (``cuda-graph`` when the runtime
-    replays a captured graph, else ``per-kernel``), the launch figures and the model's constants with sources
-    (the roofline's: that it is the lower bound)."""
-    name = str(getattr(model, "name", "roofline"))
-    info = {"name": name, "launch_mode": "cuda-graph" if captured else "per-kernel"}
+def describe_time_model(
+    model: object, platform: Platform, *, runtime: str, launch_mode: str, per_kernel_s: float, per_run_s: float
+) -> dict[str, str]:
+    """What a report says of the time model that ran: its name, the runtime and its launch mode (``per-kernel``,
+    or ``cuda-graph``: one replay per run), the launch figures (seconds, as ``%g``) and the model's constants
+    with their sources (the roofline's: that it is the lower bound)."""
+    info = {
+        "name": str(getattr(model, "name", "roofline")),
+        "launch_mode": launch_mode,
+        "runtime": runtime,
+        "per_kernel_launch_s": f"{per_kernel_s:g}",
+        "per_run_s": f"{per_run_s:g}",
+    }
     if isinstance(model, GpuTime) and platform.gpu is not None:
-        info.update(model.constants(platform))
-        return info
+        return info | model.constants()
     if isinstance(model, GpuTime):
         info["note"] = f"platform {platform.name!r} has no [gpu] table: placed by the roofline"
-    info["per_kernel_launch_s"] = f"{platform.launch_overhead_s:g}"
-    info["per_run_s"] = f"{platform.launch_overhead_s:g}"
     info["bound"] = "roofline: max(F / (e·P), B / (e·W)) + launches, the lower bound"
     return info
