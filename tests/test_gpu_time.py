@@ -45,7 +45,7 @@ tensor_cores = { value = "ampere", source = "test" }
 l2_bytes_per_clock = { value = %s, source = "test" }
 """
 
-NO_LATENCY = GpuTime(transfer_latency_s=0.0)
+NO_LATENCY = GpuTime(transfer_latency_s=0.0, library_latency_s=0.0)
 
 
 def toy(tmp_path: Path, l2_bytes_per_clock: float = 1e9, extra: str = "") -> onnxroof.Platform:

@@ -19,6 +19,7 @@ from onnxroof.cli.common import (
     FusionOption,
     PeakOption,
     ShapeOption,
+    TimeModelOption,
     app,
     exit_on_errors,
     fail,
@@ -50,6 +51,7 @@ def audit(
     precision: Annotated[str | None, typer.Option(help="Cost every node at this precision (fp16, int8...).")] = None,
     fusion: FusionOption = None,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     budget: Annotated[
         Path | None, typer.Option("--budget", "-b", help="A budget TOML file for every model.", show_default=False)
     ] = None,
@@ -98,6 +100,7 @@ def audit(
             fusion=fusion,
             budget=budget,
             peak=peak,
+            time_model=time_model,
         )
         engine = choose_engine(workers=workers or min(4, os.cpu_count() or 1), scheduler=scheduler, dask=True)
         try:

@@ -24,6 +24,7 @@ from onnxroof.cli.common import (
     PeakPrecisionOption,
     PlatformOption,
     ShapeOption,
+    TimeModelOption,
     app,
     chosen_format,
     emit,
@@ -32,6 +33,7 @@ from onnxroof.cli.common import (
 )
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
+from onnxroof.core.states import TimeModelKind
 
 
 class GraphFormat(StrEnum):
@@ -72,6 +74,7 @@ def _analyze(
     fusion: str | None,
     shape: list[str] | None = None,
     peak: bool = False,
+    time_model: TimeModelKind | None = None,
 ):
     """One analysis per platform; their warnings on stderr, each once."""
     from onnxroof.analysis.analyze import analyze
@@ -82,7 +85,14 @@ def _analyze(
     dims = parse_dim_bindings(dim or [])
     shapes = shape_options(shape)
     analyses = [
-        analyze(model, p, dims, shapes=shapes, whatif=WhatIf(precision=precision, peak=peak), fusion=fusion)
+        analyze(
+            model,
+            p,
+            dims,
+            shapes=shapes,
+            whatif=WhatIf(precision=precision, peak=peak, time_model=time_model),
+            fusion=fusion,
+        )
         for p in platforms
     ]
     warnings = tuple(dict.fromkeys(w for a in analyses for w in a.warnings))
@@ -102,6 +112,7 @@ def plot(
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
     peak: PeakOption = False,
+    time_model: TimeModelOption = None,
     title: Annotated[str | None, typer.Option(help="Chart title (default: the model and platform).")] = None,
     kind: Annotated[
         PlotKind,
@@ -125,10 +136,10 @@ def plot(
 
             if len(chosen) > 1:
                 raise OnnxroofError("--kind floorline draws one platform: give one --platform")
-            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak)
+            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak, time_model)
             write_atomically(output, render_floorline(analysis, fmt, title))
             return
-        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak)
+        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak, time_model)
         write_atomically(output, render_plot(analyses, fmt, title))
 
 

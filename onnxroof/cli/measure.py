@@ -1,7 +1,8 @@
 """CLI commands for measured truth (calibrate, profile); registered on the main app when imported.
 
 ``onnxroof calibrate [-o host.toml] [--quick] [--threads N]`` measures this host with onnxruntime
-micro-benchmarks and writes a platform file marked as measured (stdout without ``-o``).
+micro-benchmarks and writes a platform file marked as measured (stdout without ``-o``); ``--device cuda``
+measures CUDA GPU 0 with PyTorch instead (``onnxroof[torch]``; one line and exit 2 without a CUDA device).
 ``onnxroof profile MODEL --platform host.toml [-d NAME=VALUE]`` runs MODEL in onnxruntime with profiling and
 compares measured per-kernel and end-to-end times with onnxroof's prediction (a table, or ``--format json``);
 ``--html OUT.html`` also writes the HTML report with the measured points on its roofline (as
@@ -35,6 +36,11 @@ from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.files import write_atomically
 
 
+class Device(StrEnum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
 class ProfileFormat(StrEnum):
     table = "table"
     json = "json"
@@ -54,27 +60,43 @@ def calibrate(
     ] = False,
     threads: ThreadsOption = None,
     name: Annotated[str, typer.Option(help="The platform name written to the file.")] = "host",
+    device: Annotated[
+        Device,
+        typer.Option(
+            help="cpu: this host with onnxruntime; cuda: CUDA GPU 0 with PyTorch (pip install 'onnxroof[torch]')."
+        ),
+    ] = Device.cpu,
     debug: DebugOption = False,
 ) -> None:
-    """Measure this host with onnxruntime micro-benchmarks and write a measured platform TOML."""
+    """Measure this host (onnxruntime) or a CUDA GPU (PyTorch) with micro-benchmarks; write a measured platform TOML."""
     from onnxroof.measure.calibrate.calibrator import calibrate as run_calibration
+    from onnxroof.measure.calibrate.cuda import measure_cuda, require_cuda
     from onnxroof.platform.lookup import load_platform
-    from onnxroof.report.measure_view import render_calibration
+    from onnxroof.report.measure_view import render_calibration, render_cuda_calibration
 
     err = Console(stderr=True, highlight=False)
     with exit_on_errors(debug):
         if output is not None and output.is_dir():  # fail before a minute of measuring, not after
             raise OnnxroofError(f"{output}: is a folder; give a file name to write to")
+        if device is Device.cuda:
+            require_cuda()  # one line, before anything is measured
         with progress_bar("calibrating", paths=False) as progress:
-            result = run_calibration(threads=threads, quick=quick, progress=progress, name=name)
-        text = result.to_toml()
+            measured = (
+                measure_cuda(name=name, quick=quick)
+                if device is Device.cuda
+                else run_calibration(threads=threads, quick=quick, progress=progress, name=name)
+            )
+        text = measured.to_toml()
         if output is None:
             sys.stdout.write(text)
         else:
             write_atomically(output, text)
             if output.is_file():
                 load_platform(output)  # what we wrote must load
-        render_calibration(result, err, output)
+        if device is Device.cuda:
+            render_cuda_calibration(measured, err, output)
+        else:
+            render_calibration(measured, err, output)
 
 
 @app.command()

@@ -46,6 +46,8 @@ class AuditOptions:
     """Whole-input shapes (``--shape``), applied to every model (one without that input gets an error row)."""
     peak: bool = False
     """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
+    time_model: str | None = None
+    """The time model (``--time-model``: ``roofline`` or ``gpu``); None: each platform's default."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,8 @@ def _plan(
             settings["shapes"] = {k: list(v) for k, v in sorted(shapes.items())}
         if options.peak:  # likewise
             settings["peak"] = True
+        if options.time_model is not None:  # likewise
+            settings["time_model"] = str(options.time_model)
         for target in targets:
             base = _base(entry, identity.sha256, target, dims, options, version)
             key = result_key(identity.sha256, identity.external, version, target.hash, settings)
@@ -159,7 +163,16 @@ def _plan(
             if key not in plan.waiting:
                 plan.keys.append(key)
                 plan.tasks.append(
-                    (entry.path, target.spec, dims, options.precision, options.fusion, shapes, options.peak)
+                    (
+                        entry.path,
+                        target.spec,
+                        dims,
+                        options.precision,
+                        options.fusion,
+                        shapes,
+                        options.peak,
+                        options.time_model,
+                    )
                 )
             plan.waiting.setdefault(key, []).append((len(plan.rows) - 1, base, target, budget))
     return plan

@@ -32,6 +32,7 @@ def analyze_task(
     fusion: str | None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
     peak: bool = False,
+    time_model: str | None = None,
 ) -> dict[str, Any]:
     """Analyze ``path`` on ``platform`` with ``dims`` (and whole-input ``shapes``); the figures, or
     ``{"error", "error_kind"}``."""
@@ -53,7 +54,7 @@ def analyze_task(
             platform=platform,
             dims=dict(dims),
             shapes=dict(shapes or {}),
-            whatif=WhatIf(precision=precision, peak=peak),
+            whatif=WhatIf.of(precision=precision, peak=peak, time_model=time_model),
             fusion=fusion,
         )
         doc = to_dict(analysis)

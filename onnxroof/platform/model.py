@@ -104,7 +104,7 @@ EFFICIENCY_CLASSES: tuple[str, ...] = (
 """Op classes an ``[efficiency]`` table may derate (see :class:`onnxroof.core.states.OpClass`)."""
 SPARSITY_KINDS: tuple[str, ...] = ("2:4", "unstructured", "none")
 """What zeros a platform's compute units can skip: 2:4 structured weight sparsity, any zero, or none."""
-TENSOR_CORE_GENERATIONS: tuple[str, ...] = ("none", "volta", "turing", "ampere", "ada", "hopper")
+TENSOR_CORE_GENERATIONS: tuple[str, ...] = ("none", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 """Tensor-core generations a ``[gpu] tensor_cores`` figure may name (``none``: CUDA cores only)."""
 GPU_KEYS: tuple[str, ...] = ("sm_count", "boost_clock_ghz", "l2_mb", "tensor_cores", "l2_bytes_per_clock")
 """Keys of a ``[gpu]`` table; all but ``l2_bytes_per_clock`` required when the table is given."""
@@ -119,6 +119,9 @@ MEASUREMENT_KEYS: tuple[str, ...] = (
     "quick",
     "duration_s",
     "bandwidth_sweep",
+    "gpu",
+    "torch",
+    "cuda",
 )
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})

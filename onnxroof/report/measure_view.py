@@ -42,6 +42,27 @@ def render_calibration(result, console: Console, output: Path | None) -> None:
     )
 
 
+def render_cuda_calibration(result, console: Console, output: Path | None) -> None:
+    """The figures ``calibrate --device cuda`` measured (:class:`onnxroof.measure.calibrate.cuda.CudaCalibration`)."""
+    table = Table(title=f"Calibrated figures: {result.gpu}", box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for precision, figure in result.peaks.items():
+        table.add_row(f"peak {precision}", si(figure.value, "FLOP/s"))
+    table.add_row("DRAM bandwidth", si(result.dram_bandwidth.value, "B/s"))
+    table.add_row("launch overhead", seconds(result.launch_overhead.value))
+    for cls, figure in result.efficiency.items():
+        table.add_row(f"efficiency {cls}", f"{figure.value:.2g}")
+    table.add_row("SMs / L2", f"{result.sm_count} / {si(result.l2_bytes, 'B')}")
+    console.print(table)
+    where = f"wrote {output}" if output is not None else "platform TOML on stdout"
+    console.print(
+        f"{where} (PyTorch {result.torch}, CUDA {result.cuda}, {result.duration_s:.0f} s"
+        + (", --quick: indicative only" if result.quick else "")
+        + ")"
+    )
+
+
 def render_measured_json(analysis, overlay: MeasuredOverlay | None) -> str:
     """``onnxroof report --format json``'s document, with the ``measured`` section when given a profile."""
     return dumps_document(with_measured(to_dict(analysis), overlay))

@@ -19,7 +19,7 @@ Three paths, chosen per row (formulas in :meth:`GpuTime.times` and the helpers t
 * **roofline compute**: any other kernel (fused attention, recurrent cells, GEMMs whose shape is not static):
   ``F / (e·u·P)`` at the precision's roof.
 
-Every kernel streams its bytes at the bandwidth of the level that holds them (:func:`stream_bandwidth`).
+Every kernel streams its bytes at the bandwidth of the level that holds them (:func:`stream_time`).
 
 Every row also pays one per-transfer latency ``t_lat`` (the first load of a kernel is a full memory round
 trip, and no kernel ends before its grid drains) and its launches at ``launch_s`` each, the runtime's cost per
@@ -58,9 +58,10 @@ TENSOR_CORE_PRECISIONS: Mapping[str, frozenset[str]] = MappingProxyType(
         "ampere": frozenset({"tf32", "fp16", "bf16", "int8", "int4"}),
         "ada": frozenset({"tf32", "fp16", "bf16", "fp8", "int8", "int4"}),
         "hopper": frozenset({"tf32", "fp16", "bf16", "fp8", "int8"}),
+        "blackwell": frozenset({"tf32", "fp16", "bf16", "fp8", "int8", "int4"}),
     }
 )
-"""Precisions each tensor-core generation runs (NVIDIA V100, Turing, A100, Ada and H100 architecture
+"""Precisions each tensor-core generation runs (NVIDIA V100, Turing, A100, Ada, H100 and Blackwell architecture
 whitepapers; Xavier's Volta adds INT8, its datasheet)."""
 
 FRAGMENT_BYTES = 16
@@ -77,6 +78,11 @@ K_TILE_BYTES = 64
 """Bytes of K one main-loop step of a CTA consumes per row: 32 fp16, 64 int8, 16 fp32 elements (CUTLASS's
 default threadblock shapes 128×128×32 for fp16 and 128×128×64 for int8 on SM80, [derived] 32 × 2 B = 64 B)."""
 
+SMALL_TILE_MULTIPLE = 8
+"""assumed: for a product smaller than a tile, libraries run a kernel whose tile shrinks to the problem (cuBLAS's
+GEMV and small-tile kernels), to a multiple of 8 rows or columns (the n8 dimension of the mma.m16n8k16 tensor-core
+instruction, PTX ISA): a tile is ``min(M_t, ⌈M/8⌉·8) × min(N_t, ⌈N/8⌉·8)``."""
+
 MIN_SPLIT_STEPS = 4
 """assumed: split-K keeps at least 4 K-steps per slice (fewer cannot amortize the partial-sum reduction)."""
 
@@ -88,9 +94,16 @@ L2_FIT_SHARE = 0.5
 """assumed: a kernel whose bytes fit in half the L2 streams them from L2 (the producer just wrote them; the
 other half holds what else is live)."""
 
-TRANSFER_LATENCY_S = 2e-6
-"""assumed: a kernel's fixed device time (first DRAM round trip ≈ 0.5–1 µs, grid launch and drain) ≈ 2 µs; the
-smallest CUDA-event timings of PyTorch kernels are of this order. To be fitted on measured H200 kernels."""
+TRANSFER_LATENCY_S = 1.5e-6
+"""[fitted] A streaming kernel's fixed device time (first DRAM round trip, grid launch and drain): fitted on the
+even streaming rows (elementwise, reduction, norm, softmax) of benchmarks/data/gpu/kernels.csv (NVIDIA H200, run
+1 of 2026-11-26) by benchmarks/fit_gpu_kernels.py, the 0.1 µs grid value that minimizes their median |error|;
+the odd rows are the held-out check (docs/accuracy.md)."""
+
+LIBRARY_LATENCY_S = 4.4e-6
+"""[fitted] A library kernel's fixed device time (:data:`LIBRARY_CLASSES`: prologue, epilogue, split-K
+reduction): fitted as :data:`TRANSFER_LATENCY_S` on the even GEMM, GEMV, batched-GEMM, convolution and SDPA rows
+of the H200 kernels; the odd rows are the held-out check."""
 
 CONSTANT_SOURCES: Mapping[str, str] = MappingProxyType(
     {
@@ -100,12 +113,17 @@ CONSTANT_SOURCES: Mapping[str, str] = MappingProxyType(
         "min_split_steps": f"{MIN_SPLIT_STEPS}: assumed",
         "l2_bytes_per_clock_per_sm": f"{L2_BYTES_PER_CLOCK_PER_SM:.1f}: [derived] A100 whitepaper 5120 B/clk ÷ 108 SMs",
         "l2_fit_share": f"{L2_FIT_SHARE}: assumed",
-        "transfer_latency_s": f"{TRANSFER_LATENCY_S:g}: assumed, order of the smallest measured kernel",
+        "transfer_latency_s": f"{TRANSFER_LATENCY_S:g}: [fitted] on the even streaming rows of the H200 kernels",
+        "library_latency_s": f"{LIBRARY_LATENCY_S:g}: [fitted] on the even library rows of the H200 kernels",
+        "small_tile_multiple": f"{SMALL_TILE_MULTIPLE}: assumed, the n8 of mma.m16n8k16 (PTX ISA)",
     }
 )
 """Each constant of the model with its value and source, as reports show them."""
 
 _TILED = frozenset({"matmul", "conv"})
+LIBRARY_CLASSES = frozenset({"matmul", "conv", "depthwise", "recurrent", "other"})
+"""Op classes whose kernels come from GEMM / convolution / attention libraries (cuBLAS, cuDNN, flash attention),
+with a longer fixed cost (prologue, epilogue, split-K reduction) than a streaming kernel's."""
 CUDA_CORE_CLASSES = frozenset(
     {"depthwise", "elementwise", "activation", "normalization", "lrn", "softmax", "pooling", "reduction"}
     | {"movement", "indexing"}
@@ -149,7 +167,7 @@ def _facts(d: object) -> tuple[float, ...]:
     return (tiled, gemm.groups, gemm.m, gemm.n, gemm.k, channels, window, groups)  # type: ignore[return-value]
 
 
-def aligned(values: Floats, multiple: Floats) -> Floats:
+def aligned(values: Floats, multiple: Floats | float) -> Floats:
     """``⌈v / a⌉ · a``: ``v`` padded up to a multiple of ``a``."""
     return np.ceil(values / multiple) * multiple
 
@@ -164,9 +182,10 @@ def tile_time(
 
     * ``K' = ⌈C/a⌉·a · window`` for a convolution of ``C`` input channels per group (the fragment pads the
       channels, not the window), ``K' = ⌈K/a⌉·a`` for a product;
-    * for each tile ``M_t × N_t``: ``T = max(1, g · ⌈M/M_t⌉ · ⌈N/N_t⌉)`` output tiles (tile quantization: edge tiles are
-      padded), ``s = clamp(⌊S/T⌋, 1, max(1, ⌊steps/4⌋))`` split-K slices when the tiles do not fill the SMs, K-steps
-      per slice ``⌈⌈K'/k_t⌉ / s⌉``, waves ``⌈T·s / S⌉`` (wave quantization);
+    * for each tile ``M_t × N_t`` of :data:`TILES`, shrunk to the problem (:data:`SMALL_TILE_MULTIPLE`:
+      ``M_t ← min(M_t, ⌈M/8⌉·8)``, likewise ``N_t``): ``T = max(1, g · ⌈M/M_t⌉ · ⌈N/N_t⌉)`` output tiles (tile
+      quantization: edge tiles are padded), ``s = clamp(⌊S/T⌋, 1, max(1, ⌊steps/4⌋))`` split-K slices when the
+      tiles do not fill the SMs, K-steps per slice ``⌈⌈K'/k_t⌉ / s⌉``, waves ``⌈T·s / S⌉`` (wave quantization);
     * one K-step of one tile on one SM: ``max(2·M_t·N_t·k_t / P_sm, (M_t + N_t)·k_t·b / W_L2,sm)`` with
       ``P_sm = e·P / S`` and ``W_L2,sm`` the L2 bandwidth per SM (the tile's operands come from L2);
     * ``t = min over tiles of waves · steps per slice · step time``.
@@ -177,7 +196,9 @@ def tile_time(
     steps = np.ceil(k_eff / k_tile)
     sms = float(gpu.sm_count)
     best = np.full(len(s.m), np.inf)
-    for m_tile, n_tile in TILES:
+    rows, cols = aligned(s.m, SMALL_TILE_MULTIPLE), aligned(s.n, SMALL_TILE_MULTIPLE)
+    for m_full, n_full in TILES:
+        m_tile, n_tile = np.minimum(float(m_full), rows), np.minimum(float(n_full), cols)
         tiles = np.maximum(1.0, s.g * np.ceil(s.m / m_tile) * np.ceil(s.n / n_tile))
         split = np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(steps / MIN_SPLIT_STEPS)))
         waves = np.ceil(tiles * split / sms)
@@ -193,10 +214,14 @@ def cuda_core_time(flops: Floats, efficiency: Floats, platform: Platform) -> Flo
     return flops / (efficiency * cores)
 
 
-def stream_bandwidth(moved: Floats, dram: Floats, gpu: GpuSpec, l2_bandwidth: float) -> Floats:
-    """The bandwidth a row streams at: ``W_L2`` when its bytes fit in :data:`L2_FIT_SHARE` of the L2
-    (``B ≤ ½ · L2``), else the DRAM roof ``W`` placement derived (never below it)."""
-    return np.where(moved <= L2_FIT_SHARE * gpu.l2_size, np.maximum(l2_bandwidth, dram), dram)
+def stream_time(moved: Floats, cold: Floats, dram: Floats, gpu: GpuSpec, l2_bandwidth: float) -> Floats:
+    """Seconds to move a row's bytes: its cold bytes ``C = clamp(cold, 0, B)`` (operands known to come from
+    DRAM) at the DRAM roof ``W``, its hot bytes ``H = B − C`` at ``W_L2`` when they fit in :data:`L2_FIT_SHARE` of
+    the L2 (``H ≤ ½ · L2``: the producer just wrote them), else at ``W``: ``C / W + H / W'``."""
+    cold = np.minimum(np.maximum(cold, 0.0), moved)
+    hot = moved - cold
+    hot_bandwidth = np.where(hot <= L2_FIT_SHARE * gpu.l2_size, np.maximum(l2_bandwidth, dram), dram)
+    return cold / dram + hot / hot_bandwidth
 
 
 @dataclass(frozen=True)
@@ -204,11 +229,13 @@ class GpuTime:
     """The ``gpu`` time model (module docstring); the default for ``kind = "gpu"`` platforms.
 
     Launches are the runtime's (``Roofs.launch_s`` per launch, the run's one-off cost added by placement);
-    ``transfer_latency_s``: :data:`TRANSFER_LATENCY_S`.
+    ``transfer_latency_s``: :data:`TRANSFER_LATENCY_S` (streaming kernels), ``library_latency_s``:
+    :data:`LIBRARY_LATENCY_S` (GEMM-library kernels: the classes of :data:`LIBRARY_CLASSES`).
     """
 
     name: str = "gpu"
     transfer_latency_s: float = TRANSFER_LATENCY_S
+    library_latency_s: float = LIBRARY_LATENCY_S
 
     def constants(self) -> dict[str, str]:
         """Each constant this model assumed, as ``"value: source"``."""
@@ -217,14 +244,18 @@ class GpuTime:
             "transfer_latency_s": CONSTANT_SOURCES["transfer_latency_s"]
             if self.transfer_latency_s == TRANSFER_LATENCY_S
             else f"{self.transfer_latency_s:g}: given by the caller",
+            "library_latency_s": CONSTANT_SOURCES["library_latency_s"]
+            if self.library_latency_s == LIBRARY_LATENCY_S
+            else f"{self.library_latency_s:g}: given by the caller",
         }
 
     def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times:
         """Times per row (module docstring), with ``e`` the op-class efficiency and ``P``, ``W`` the roofs:
 
+        * ``t_lat``: ``library_latency_s`` for the classes of :data:`LIBRARY_CLASSES`, else ``transfer_latency_s``;
         * tiled rows: ``t_compute = max(t_tiles, F / (e·u·P)) + t_lat`` (:func:`tile_time`); CUDA-core rows:
           ``t_compute = F / (e·P_fp32) + t_lat`` (:func:`cuda_core_time`); other rows ``F / (e·u·P) + t_lat``;
-        * ``t_memory = B / (e·W') + t_lat`` with ``W'`` from :func:`stream_bandwidth`;
+        * ``t_memory = t_stream / e + t_lat`` with ``t_stream`` from :func:`stream_time`;
         * ``t_overhead = launch_s × launches`` (``launch_s`` the runtime's, :attr:`Roofs.launch_s`);
           ``t = max(t_compute, t_memory) + t_overhead``;
         * bound ``compute`` when ``t_compute ≥ t_memory`` and ``F > 0``, else ``memory``.
@@ -247,11 +278,13 @@ class GpuTime:
         per_sm = e * work.utilization * roofs.peak / gpu.sm_count
         tiles = tile_time(s, per_sm, item, fragment, gpu, l2_bandwidth / gpu.sm_count)
         cores = cuda_core_time(work.flops, e, platform)
-        on_cores = few_channels | np.isin(work.op_class.astype(str), list(CUDA_CORE_CLASSES))
+        classes = work.op_class.astype(str)
+        on_cores = few_channels | np.isin(classes, list(CUDA_CORE_CLASSES))
         untiled = np.where(on_cores, cores, roofline_compute)
-        compute = np.where(tiled, np.maximum(tiles, roofline_compute), untiled) + self.transfer_latency_s
-        bandwidth = stream_bandwidth(work.bytes, roofs.bandwidth, gpu, l2_bandwidth)
-        memory = work.bytes / (e * bandwidth) + self.transfer_latency_s
+        latency = np.where(np.isin(classes, list(LIBRARY_CLASSES)), self.library_latency_s, self.transfer_latency_s)
+        compute = np.where(tiled, np.maximum(tiles, roofline_compute), untiled) + latency
+        stream = stream_time(work.bytes, work.cold_bytes, roofs.bandwidth, gpu, l2_bandwidth)
+        memory = stream / e + latency
         overhead = roofs.launch_s * work.launches
         bound = choose((compute >= memory) & (work.flops > 0), Bound.COMPUTE, Bound.MEMORY)
         return Times(compute, memory, overhead, np.maximum(compute, memory) + overhead, bound)

@@ -60,19 +60,20 @@ class Calibration:
         from onnxroof.core.version import __version__
 
         def fig(value: float, source: str) -> str:
-            return f"{{ value = {_num(value)}, source = {_str(source)} }}"
+            return f"{{ value = {toml_number(value)}, source = {toml_string(source)} }}"
 
         sweep = "; ".join(f"{mb_text(ws)} MB: {bw / 1e9:.3g} GB/s" for ws, bw, _ in self.sweep)
         lines = [
             "# Written by `onnxroof calibrate`: every figure measured on this host with onnxruntime.",
             "schema = 1",
-            f"name = {_str(self.name)}",
-            f"title = {_str(f'{self.cpu}, measured ({_threads(self.threads)}, onnxruntime {self.onnxruntime})')}",
+            f"name = {toml_string(self.name)}",
+            "title = "
+            + toml_string(f"{self.cpu}, measured ({_threads(self.threads)}, onnxruntime {self.onnxruntime})"),
             'kind = "cpu"',
             'fusion_profile = "ort-cpu"',
             "measured = true",
             "notes = "
-            + _str(
+            + toml_string(
                 "Measured by onnxroof calibrate"
                 + (" --quick (short runs: indicative only)" if self.quick else "")
                 + ". Peaks, bandwidths and overheads are what onnxruntime achieved on this host, not datasheet "
@@ -81,14 +82,14 @@ class Calibration:
             ),
             "",
             "[measurement]",
-            f"date = {_str(self.date)}",
-            f"onnxruntime = {_str(self.onnxruntime)}",
-            f"onnxroof = {_str(__version__)}",
+            f"date = {toml_string(self.date)}",
+            f"onnxruntime = {toml_string(self.onnxruntime)}",
+            f"onnxroof = {toml_string(__version__)}",
             f"threads = {self.threads}",
-            f"cpu = {_str(self.cpu)}",
+            f"cpu = {toml_string(self.cpu)}",
             f"quick = {'true' if self.quick else 'false'}",
             f"duration_s = {self.duration_s:.1f}",
-            f"bandwidth_sweep = {_str(sweep)}",
+            f"bandwidth_sweep = {toml_string(sweep)}",
             "",
             "[peak_tflops]",
         ]
@@ -103,8 +104,8 @@ class Calibration:
             lines.append("cache_levels = [")
             for size, f in self.cache_levels:
                 lines.append(
-                    f"    {{ size_mb = {_num(size / 1e6)}, bandwidth_gbps = {_num(f.value / 1e9)}, "
-                    f"source = {_str(f.source)} }},"
+                    f"    {{ size_mb = {toml_number(size / 1e6)}, bandwidth_gbps = {toml_number(f.value / 1e9)}, "
+                    f"source = {toml_string(f.source)} }},"
                 )
             lines.append("]")
         lines += [
@@ -123,11 +124,11 @@ def _threads(count: int) -> str:
     return f"{count} thread{'s' if count != 1 else ''}"
 
 
-def _num(value: float) -> str:
+def toml_number(value: float) -> str:
     return repr(float(f"{value:.6g}"))
 
 
-def _str(text: str) -> str:
+def toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)  # a JSON string is a valid TOML basic string
 
 
