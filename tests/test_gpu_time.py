@@ -308,3 +308,11 @@ def test_reports_say_which_time_model_launch_mode_and_constants(tmp_path: Path) 
 def test_a_bad_time_model_is_refused_with_one_line() -> None:
     result = CliRunner().invoke(app, ["report", str(SAMPLES / "tiny_cnn.onnx"), "--time-model", "magic"])
     assert result.exit_code == 2 and "magic" in result.output
+
+
+def test_an_empty_product_takes_one_tile_not_nan(tmp_path: Path) -> None:
+    # a zero dim (a mutated or degenerate model) must give a finite time: one 8×8 tile's K-steps, no NaN
+    platform = toy(tmp_path)
+    figures = place(work([(gemm_row(0, 64, 64), 0.0), (gemm_row(64, 0, 0), 0.0)]), platform, NO_LATENCY)
+    assert np.isfinite(figures.latency_s).all()
+    assert figures.t_compute_s[0] == pytest.approx(2 * (2 * 8 * 64 * 32 / 2e12), rel=1e-12)

@@ -196,7 +196,9 @@ def tile_time(
     steps = np.ceil(k_eff / k_tile)
     sms = float(gpu.sm_count)
     best = np.full(len(s.m), np.inf)
-    rows, cols = aligned(s.m, SMALL_TILE_MULTIPLE), aligned(s.n, SMALL_TILE_MULTIPLE)
+    # at least one multiple: an empty product (a zero dim) still launches one tile, never a tile of 0 rows
+    rows = np.maximum(aligned(s.m, SMALL_TILE_MULTIPLE), SMALL_TILE_MULTIPLE)
+    cols = np.maximum(aligned(s.n, SMALL_TILE_MULTIPLE), SMALL_TILE_MULTIPLE)
     for m_full, n_full in TILES:
         m_tile, n_tile = np.minimum(float(m_full), rows), np.minimum(float(n_full), cols)
         tiles = np.maximum(1.0, s.g * np.ceil(s.m / m_tile) * np.ceil(s.n / n_tile))
