@@ -1,0 +1,276 @@
+"""onnxroof's GPU time models against published TensorRT measurements (MLPerf Inference, NVIDIA's submissions).
+
+``python benchmarks/bench_gpu_published.py [--measurements PATH] [--rows ID,ID] [--json PATH] [--work DIR]``
+
+Reads the measurements (``benchmarks/gpu_measurements.toml``: model, batch, precision, runtime, GPU, the bundled
+platform, the measured SingleStream latency or Offline throughput, the source), builds each model once with
+:mod:`gpu_models` (weights in a sparse external file: nothing is downloaded or allocated; cached under
+``benchmarks/_work/gpu/``), and predicts every row with each time model that this onnxroof has:
+
+* ``roofline``: :class:`onnxroof.roofline.place.RooflineTime`, the lower bound (every kernel at the platform's
+  sustained roofs);
+* ``gpu``: the shape-aware GPU model (issue 22), when the installed onnxroof has one (a column of ``–``
+  otherwise).
+
+How a row is asked: ``analyze(model, platform, dims={"N": batch, "S": 384}, whatif=WhatIf(precision="int8"))``
+(the ``--precision int8`` what-if: every tensor restated as int8, as NVIDIA's INT8 engines run with calibrated
+per-tensor scales; the graphs are float32 without Q/DQ nodes). When the installed onnxroof has runtime profiles
+(``onnxroof.runtime``), a row whose harness replays a CUDA graph (``cuda_graph = true``) runs under
+:data:`RUNTIME_GRAPH` and the others under :data:`RUNTIME_KERNEL`; otherwise under the platform's default.
+
+Figures compared (nothing is fitted, per row or otherwise):
+
+* SingleStream: predicted latency = the analysis's latency (``totals.latency_s``), against the mean latency.
+* Offline: predicted throughput = ``batch / predicted latency of one batch``, against samples/s.
+* error = ``predicted time ÷ measured time − 1`` of one batch (for Offline, measured time = ``batch ÷
+  throughput``), so that the sign means the same on every row: negative = predicted too fast, positive = too
+  slow (an Offline row at −20 % predicts 1 / 0.8 = 1.25× the measured throughput). The summary gives the median
+  |error| and the share of rows within ±20 % per time model.
+
+A row whose platform is not bundled (``xavier-nx`` and ``orin-nx`` come with the gpu time model's platform
+files) or whose analysis fails is kept in the table with the reason in place of its prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import statistics
+import sys
+import time
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_models import build  # noqa: E402
+
+from onnxroof import analyze  # noqa: E402
+from onnxroof.analysis.whatif import WhatIf  # noqa: E402
+from onnxroof.roofline.place import ROOFLINE  # noqa: E402
+
+MEASUREMENTS = Path(__file__).resolve().parent / "gpu_measurements.toml"
+WORK = Path(__file__).resolve().parent / "_work" / "gpu"
+TARGET = 0.20
+SEQUENCE = 384  # MLPerf BERT's max_seq_length
+RUNTIME_GRAPH = "tensorrt-cudagraph"
+RUNTIME_KERNEL = "tensorrt"
+TIME_MODELS = ("roofline", "gpu")
+
+
+def load_rows(path: Path = MEASUREMENTS) -> list[dict[str, Any]]:
+    with open(path, "rb") as f:
+        rows: list[dict[str, Any]] = tomllib.load(f)["row"]
+    return rows
+
+
+def time_model(name: str) -> object | None:
+    """The time model called ``name`` in this onnxroof (``roofline``; ``gpu``: :data:`onnxroof.roofline.gpu.GPU`
+    where the installed onnxroof has it), or None."""
+    if name == "roofline":
+        return ROOFLINE
+    try:
+        gpu = importlib.import_module("onnxroof.roofline.gpu")
+    except ImportError:
+        return None
+    model = getattr(gpu, name.upper(), None)
+    return model if hasattr(model, "times") and not isinstance(model, type) else None
+
+
+def _runtime_for(row: dict[str, Any]) -> str | None:
+    """The runtime profile a row runs under, when this onnxroof has runtime profiles and ``analyze`` takes one."""
+    if "runtime" not in inspect.signature(analyze).parameters:
+        return None
+    try:
+        runtime = importlib.import_module("onnxroof.runtime")
+    except ImportError:
+        return None
+    name = RUNTIME_GRAPH if row.get("cuda_graph") else RUNTIME_KERNEL
+    return name if name in runtime.runtime_names() else None
+
+
+def _platform_exists(name: str) -> bool:
+    from onnxroof.platform.lookup import load_platform
+
+    try:
+        load_platform(name)
+    except Exception:  # any failure to load means the row cannot be predicted
+        return False
+    return True
+
+
+def predict_row(row: dict[str, Any], model_path: Path, models: dict[str, object]) -> dict[str, Any]:
+    """``row`` with ``pred`` added: per time model name, the predicted latency of one batch (s), the predicted
+    figure in the row's metric, and its error; or ``skipped`` / ``failed`` with the reason."""
+    out = dict(row)
+    if not _platform_exists(row["platform"]):
+        out["skipped"] = f"platform {row['platform']!r} is not bundled in this onnxroof"
+        return out
+    dims = {"N": row["batch"], "S": SEQUENCE} if row["shape"] == "bert-large" else {"N": row["batch"]}
+    runtime = _runtime_for(row)
+    out["runtime_profile"] = runtime or "platform default"
+    extra: dict[str, Any] = {"runtime": runtime} if runtime else {}
+    out["pred"] = {}
+    for name, model in models.items():
+        try:
+            analysis = analyze(
+                model_path,
+                row["platform"],
+                dims,
+                whatif=WhatIf(precision=row["precision"]),
+                time_model=model,  # type: ignore[arg-type]
+                **extra,
+            )
+        except Exception as exc:  # reported in the table, precisely
+            out["pred"][name] = {"failed": f"{type(exc).__name__}: {exc}"}
+            continue
+        latency = analysis.totals.latency_s
+        if row["metric"] == "latency_ms":
+            figure = latency * 1e3
+        else:
+            figure = row["batch"] / latency if latency > 0 else float("inf")
+        out["pred"][name] = {
+            "latency_s": latency,
+            "kernels": analysis.totals.kernels,
+            "figure": figure,
+            "error": latency / measured_batch_time(row) - 1,
+        }
+    return out
+
+
+def measured_batch_time(row: dict[str, Any]) -> float:
+    """The measured time of one batch (s): the mean latency (SingleStream), or ``batch / throughput`` (Offline:
+    the time the GPU spends per batch when batches follow one another)."""
+    if row["metric"] == "latency_ms":
+        return float(row["measured"]) / 1e3
+    return float(row["batch"]) / float(row["measured"])
+
+
+def predict(rows: Iterable[dict[str, Any]], work: Path = WORK) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every row predicted under every time model this onnxroof has; returns the rows and the model names."""
+    models = {name: m for name in TIME_MODELS if (m := time_model(name)) is not None}
+    paths: dict[str, Path] = {}
+    out = []
+    for row in rows:
+        if row["shape"] not in paths:
+            paths[row["shape"]] = build(row["shape"], work)
+        out.append(predict_row(row, paths[row["shape"]], models))
+    return out, list(models)
+
+
+def _fmt(value: float, metric: str) -> str:
+    if metric == "latency_ms":
+        return f"{value:.3g} ms" if value < 100 else f"{value:.0f} ms"
+    return f"{value:.4g}/s" if value < 1e4 else f"{value:.0f}/s"
+
+
+def _cell(pred: dict[str, Any] | None, metric: str) -> tuple[str, str]:
+    if pred is None:
+        return "–", "–"
+    if "failed" in pred:
+        return f"failed: {pred['failed']}", "–"
+    flag = "" if abs(pred["error"]) <= TARGET else " ✗"
+    return _fmt(pred["figure"], metric), f"{pred['error'] * 100:+.0f}%{flag}"
+
+
+def summary(rows: list[dict[str, Any]], models: list[str]) -> dict[str, dict[str, float]]:
+    """Per time model: rows predicted, median |error|, share within ±20 %, and the median signed error."""
+    out = {}
+    for name in models:
+        errors = [row["pred"][name]["error"] for row in rows if "error" in row.get("pred", {}).get(name, {})]
+        if not errors:
+            continue
+        out[name] = {
+            "rows": len(errors),
+            "median_abs_error": statistics.median(abs(e) for e in errors),
+            "within_20": sum(abs(e) <= TARGET for e in errors) / len(errors),
+            "median_error": statistics.median(errors),
+        }
+    return out
+
+
+def groups(rows: list[dict[str, Any]], models: list[str], key: str) -> str:
+    """A markdown table of the median signed error per value of ``key`` (platform, shape, scenario) and model."""
+    values = sorted({str(row[key]) for row in rows})
+    lines = [f"| {key} | rows | " + " | ".join(f"{m} median error" for m in models) + " |"]
+    lines.append("|---|--:|" + "--:|" * len(models))
+    for value in values:
+        picked = [row for row in rows if str(row[key]) == value and "pred" in row]
+        cells = []
+        for name in models:
+            errors = [row["pred"][name]["error"] for row in picked if "error" in row["pred"].get(name, {})]
+            cells.append(f"{statistics.median(errors) * 100:+.0f}%" if errors else "–")
+        lines.append(f"| {value} | {len(picked)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table(rows: list[dict[str, Any]], models: list[str]) -> str:
+    """A markdown table: one line per row, a measured figure and each time model's prediction and error."""
+    head = "| # | id | model | batch | GPU → platform | launch | measured |"
+    rule = "|--:|---|---|--:|---|---|--:|"
+    for name in models:
+        head += f" {name} | error |"
+        rule += "--:|--:|"
+    lines = [head, rule]
+    for i, row in enumerate(rows, 1):
+        launch = "graph" if row.get("cuda_graph") else "per-kernel"
+        cells = [
+            str(i),
+            f"`{row['id']}`",
+            row["model"].split(" (")[0],
+            str(row["batch"]),
+            f"{row['gpu'].split(' (')[0]} → `{row['platform']}`",
+            launch,
+            _fmt(row["measured"], row["metric"]),
+        ]
+        for name in models:
+            if "skipped" in row:
+                cells.extend(["not predicted", "–"])
+            else:
+                cells.extend(_cell(row["pred"].get(name), row["metric"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for name, s in summary(rows, models).items():
+        lines.append(
+            f"`{name}`: {s['rows']:.0f} rows, median |error| {s['median_abs_error'] * 100:.0f}%, "
+            f"{s['within_20'] * 100:.0f}% within ±{TARGET:.0%}, median signed error {s['median_error'] * 100:+.0f}%."
+        )
+    skipped = [row for row in rows if "skipped" in row]
+    if skipped:
+        lines.append(f"Not predicted: {', '.join(row['id'] for row in skipped)} ({skipped[0]['skipped']}, ...).")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--measurements", type=Path, default=MEASUREMENTS)
+    parser.add_argument("--rows", help="comma-separated row ids (default: all)")
+    parser.add_argument("--work", type=Path, default=WORK, help="where the built models are cached")
+    parser.add_argument("--json", type=Path, help="also write the rows with their predictions here")
+    args = parser.parse_args(argv)
+    rows = load_rows(args.measurements)
+    if args.rows:
+        wanted = set(args.rows.split(","))
+        rows = [row for row in rows if row["id"] in wanted]
+    start = time.perf_counter()
+    predicted, models = predict(rows, args.work)
+    print(table(predicted, models))
+    for key in ("platform", "shape", "scenario"):
+        print()
+        print(groups(predicted, models, key))
+    print(f"\n({time.perf_counter() - start:.1f} s)")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        document = {"models": models, "summary": summary(predicted, models), "rows": predicted}
+        args.json.write_text(json.dumps(document, indent=2, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

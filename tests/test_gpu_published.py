@@ -1,0 +1,183 @@
+"""benchmarks/gpu_measurements.toml, the models benchmarks/gpu_models.py builds for it, and
+benchmarks/bench_gpu_published.py on two rows (no network; the models are built in a temporary folder)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from onnxroof import analyze
+from onnxroof.platform.lookup import bundled_platform_names
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import bench_gpu_published as bench  # noqa: E402
+import gpu_models  # noqa: E402
+
+FIELDS = {
+    "id": str,
+    "model": str,
+    "shape": str,
+    "input": str,
+    "scenario": str,
+    "batch": int,
+    "precision": str,
+    "runtime": str,
+    "cuda_graph": bool,
+    "streams": int,
+    "gpu": str,
+    "power": str,
+    "platform": str,
+    "metric": str,
+    "measured": float,
+    "source": str,
+    "config": str,
+    "date": str,
+    "note": str,
+}
+
+
+SOURCES = ("https://github.com/mlcommons/inference_results_v", "https://github.com/NVIDIA-AI-IOT/torch2trt/blob/")
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return bench.load_rows()
+
+
+def test_rows_parse_with_every_field_and_a_source(rows: list[dict]) -> None:
+    assert len(rows) >= 30
+    assert len({row["id"] for row in rows}) == len(rows)
+    for row in rows:
+        assert set(row) == set(FIELDS), row["id"]
+        for key, kind in FIELDS.items():
+            assert isinstance(row[key], kind), (row["id"], key)
+        assert row["source"].startswith(SOURCES), row["id"]
+        assert (".txt : '" in row["source"]) or (".md : '" in row["source"]), row["id"]
+        assert row["shape"] in gpu_models.BUILDERS, row["id"]
+        assert (row["scenario"], row["metric"]) in {("SingleStream", "latency_ms"), ("Offline", "throughput_sps")}
+        assert row["measured"] > 0 and row["batch"] >= 1
+        assert row["scenario"] == "Offline" or row["batch"] == 1, row["id"]
+
+
+def test_every_platform_is_bundled(rows: list[dict]) -> None:
+    assert {row["platform"] for row in rows} <= set(bundled_platform_names())
+
+
+def test_rows_cover_five_gpus_two_of_them_jetson(rows: list[dict]) -> None:
+    platforms = {row["platform"] for row in rows}
+    assert len(platforms) >= 5
+    assert len(platforms & {"xavier", "xavier-nx", "agx-orin", "orin-nx", "orin-nano", "jetson-nano"}) >= 2
+
+
+def test_summary_figures_match_their_source_quote(rows: list[dict]) -> None:
+    """``measured`` is the figure quoted in ``source``: the mean latency in ns ÷ 1e6, samples/s as printed, or
+    torch2trt's 'Latency (TensorRT)' in ms."""
+    for row in rows:
+        quoted = row["source"].split(" : '", 1)[1]
+        if "torch2trt" in row["source"]:
+            assert f"Latency (TensorRT) {row['measured']:g} |" in quoted, row["id"]
+        elif row["metric"] == "latency_ms":
+            ns = int(quoted.split("Mean latency (ns) : ")[1].split("'")[0])
+            assert row["measured"] == pytest.approx(ns / 1e6, rel=1e-5), row["id"]
+        else:
+            sps = float(quoted.split("Samples per second: ")[1].split("'")[0])
+            assert row["measured"] == pytest.approx(sps, rel=1e-9), row["id"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gpu_models")
+
+
+def _counts(shape: str, folder: Path, **dims: int) -> tuple[float, float, onnx.ModelProto]:
+    path = gpu_models.build(shape, folder)
+    a = analyze(path, "a100", dims)
+    return a.totals.params, a.totals.macs, onnx.load(path, load_external_data=False)
+
+
+def _boxes(model: onnx.ModelProto) -> list[int]:
+    return [o.type.tensor_type.shape.dim[2].dim_value for o in model.graph.output]
+
+
+@pytest.mark.parametrize(
+    ("shape", "params", "gmacs"),
+    [("resnet18", 11_689_512, 1.81), ("vgg16", 138_357_544, 15.47), ("vgg19", 143_667_240, 19.63)],
+)
+def test_torchvision_models_match_torchvision_counts(folder: Path, shape: str, params: int, gmacs: float) -> None:
+    """torchvision's model tables (num_params, GFLOPS as multiply-adds); ResNet-18 has BatchNorm's 2 per
+    channel where the folded graph has 1 bias: 4,800 fewer; VGG has no BatchNorm."""
+    got, macs, _ = _counts(shape, folder, N=1)
+    assert got == params - (4_800 if shape == "resnet18" else 0)
+    assert macs == pytest.approx(gmacs * 1e9, rel=0.003)
+
+
+def test_resnet50_matches_the_published_counts(folder: Path) -> None:
+    """torchvision: 25,557,032 parameters (with BatchNorm's 2 per channel where the folded graph has 1 bias
+    per channel: 26,560 fewer) and 4.09 G multiply-adds."""
+    params, macs, _ = _counts("resnet50", folder, N=1)
+    assert params == 25_557_032 - 26_560
+    assert macs == pytest.approx(4.09e9, rel=0.002)
+
+
+def test_ssd_models_match_mlperf_counts_and_box_counts(folder: Path) -> None:
+    """MLPerf Inference paper, Table I: SSD-MobileNet-v1 2.47 GOPS, SSD-ResNet-34 433 GOPS per input (2 ops per
+    MAC); boxes 19²·3 + (10² + 5² + 3² + 2² + 1²)·6 = 1917 and 50²·4 + (25² + 13² + 7²)·6 + (3² + 3²)·4 = 15130."""
+    _, macs, model = _counts("ssd-mobilenet", folder, N=1)
+    assert macs == pytest.approx(2.47e9 / 2, rel=0.01)
+    assert _boxes(model) == [1917, 1917]
+    _, macs, model = _counts("ssd-resnet34", folder, N=1)
+    assert macs == pytest.approx(433e9 / 2, rel=0.01)
+    assert _boxes(model) == [15130, 15130]
+
+
+def test_retinanet_anchor_count(folder: Path) -> None:
+    """Anchors: 9 per position of P3-P7 at 800x800: 9 · (100² + 50² + 25² + 13² + 7²) = 120087."""
+    _, _, model = _counts("retinanet", folder, N=1)
+    assert _boxes(model) == [120087, 120087]
+
+
+def test_bert_large_closed_form(folder: Path) -> None:
+    """Parameters V·h + P·h + 2·h + 2·h + L·(4·(h² + h) + 2·h·i + i + h + 4·h) + 2·h + 2 (plus the int64 shape
+    constants, a few dozen elements); MACs L·(4·S·h² + 2·S·i·h + 2·S²·h) + 2·S·h at S = 384."""
+    h, i, vocab, positions, layers, s = 1024, 4096, 30522, 512, 24, 384
+    params, macs, _ = _counts("bert-large", folder, N=1, S=s)
+    closed = vocab * h + positions * h + 4 * h + layers * (4 * (h * h + h) + 2 * h * i + i + 5 * h) + 2 * h + 2
+    assert closed <= params <= closed + 64
+    assert macs == layers * (4 * s * h * h + 2 * s * i * h + 2 * s * s * h) + 2 * s * h
+
+
+def test_builds_write_no_weight_bytes(folder: Path) -> None:
+    """The weights file is sparse: its size is the weights' but (almost) no block is allocated."""
+    gpu_models.build("resnet50", folder)
+    data = folder / "resnet50.weights"
+    assert data.stat().st_size >= 4 * 25_000_000
+    assert data.stat().st_blocks * 512 < 1_000_000
+
+
+def test_script_predicts_two_rows(rows: list[dict], folder: Path) -> None:
+    """One SingleStream and one Offline row: the predicted figures follow from the analysis's latency
+    (latency in ms; batch ÷ latency), the error is predicted time ÷ measured time − 1, and the table lists both."""
+    picked = [r for r in rows if r["id"] in ("xavier-resnet50-ss", "t4-resnet50-off")]
+    assert len(picked) == 2
+    predicted, models = bench.predict(picked, folder)
+    assert models[0] == "roofline"
+    single, offline = predicted
+    assert single["runtime_profile"] == "tensorrt-cudagraph"  # MLPerf's use_graphs: one replay per run
+    assert offline["runtime_profile"] == "tensorrt"
+    assert set(models) == {"roofline", "gpu"}
+    p = single["pred"]["roofline"]
+    assert p["figure"] == pytest.approx(p["latency_s"] * 1e3)
+    assert p["error"] == pytest.approx(p["latency_s"] / (single["measured"] / 1e3) - 1)
+    q = offline["pred"]["roofline"]
+    assert q["figure"] == pytest.approx(256 / q["latency_s"])
+    assert q["error"] == pytest.approx(q["latency_s"] / (256 / offline["measured"]) - 1)
+    text = bench.table(predicted, models)
+    assert "`xavier-resnet50-ss`" in text and "`t4-resnet50-off`" in text
+    summary = bench.summary(predicted, models)["roofline"]
+    assert summary["rows"] == 2
+    assert summary["median_abs_error"] == pytest.approx((abs(p["error"]) + abs(q["error"])) / 2)
