@@ -5,14 +5,18 @@ the processing-element array mapping and the findings.
 
 * matmul form (MatMul and its fused and quantized variants), numpy semantics ``A[..., M, K] · B[..., K, N]``:
   ``k = A[-1]``, ``m = Y[-2]`` (1 for a 1-D output), ``n = Y[-1]``, ``groups = numel(Y) / (m · n)`` (the batch);
-  a scalar output (vector · vector) has no ``m`` or ``n``;
+  when ``B`` has no batch dims (rank ≤ 2: a weight every batch entry shares) the batch folds into the rows, as
+  every GEMM library runs it: ``m = numel(Y) / n``, ``groups = 1`` (a decode step's ``[B, 1, K] · [K, N]`` is one
+  ``B × N × K`` GEMM reading the weight once, not B GEMVs reading it B times); a scalar output (vector · vector)
+  has no ``m`` or ``n``;
 * gemm form (Gemm, FusedGemm, QGemm): ``op(A)[M, K] · op(B)[K, N]`` (``transA`` / ``transB`` choose the axes):
   ``m``, ``k`` from ``A``, ``n = Y[-1]``, one group;
 * convolution (Conv, FusedConv, ConvInteger, QLinearConv, NhwcConv), the implicit GEMM of each group, filter
   ``W[M, C/group, *k]``: ``m = N · Π out``, ``k = (C/group) · Π k``, ``n = M / group``, ``groups = group``;
 * ConvTranspose, filter ``W[C, M/group, *k]``: channels only (its GEMM is a scatter, not mapped here);
 * packed low-bit products (com.microsoft MatMulNBits, MatMulBnb4): the matmul form with ``k`` and ``n`` the
-  op's ``K`` and ``N`` attributes (B is stored packed, so its shape says neither).
+  op's ``K`` and ``N`` attributes (B is stored packed, so its shape says neither), B a shared weight (the batch
+  folds into the rows).
 
 ``in_channels`` and ``out_channels`` are the channel dims of the reduction and of the output per group, the dims a
 tensor-core tile pads: ``K`` and ``N`` of the weight ``B`` for products (``transB`` applied), ``C/group`` and
@@ -110,7 +114,9 @@ def _at(dims: tuple[int | None, ...] | None, i: int) -> int | None:
     return dims[i] if dims is not None and -len(dims) <= i < len(dims) else None
 
 
-def _matmul(a: TensorInfo | None, b: TensorInfo | None, y: TensorInfo | None) -> GemmShape | None:
+def _matmul(
+    a: TensorInfo | None, b: TensorInfo | None, y: TensorInfo | None, shared_b: bool | None = None
+) -> GemmShape | None:
     ad, bd, yd = _dims(a), _dims(b), _dims(y)
     if ad is None or yd is None or not ad:
         return None
@@ -119,6 +125,8 @@ def _matmul(a: TensorInfo | None, b: TensorInfo | None, y: TensorInfo | None) ->
     groups = None
     if y is not None and m is not None and n is not None and y.is_static_shape and m * n > 0:
         groups = y.numel // (m * n)
+        if shared_b if shared_b is not None else bd is not None and len(bd) <= 2:
+            m, groups = y.numel // n, 1  # the batch folds into the rows (module docstring)
     channels = (bd[-2], bd[-1]) if bd is not None and len(bd) >= 2 else (None, None)
     return GemmShape(groups, m, n, k, *channels)
 
@@ -127,7 +135,7 @@ def _packed_matmul(op: OpView) -> GemmShape | None:
     """MatMulNBits / MatMulBnb4: ``Y[..., M, N] = A[..., M, K] · dequantize(B)`` with K and N the op's attributes
     (B is stored packed, ``[N, ⌈K/block⌉, block·bits/8]`` or flat); M and the batch from A and Y as for MatMul."""
     k, n = op.attrs.get("K"), op.attrs.get("N")
-    shape = _matmul(op.input(0), None, op.output(0))
+    shape = _matmul(op.input(0), None, op.output(0), shared_b=True)
     if shape is None or not isinstance(k, int) or not isinstance(n, int):
         return None
     return GemmShape(shape.groups, shape.m, n, k, k, n)

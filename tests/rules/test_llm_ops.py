@@ -260,7 +260,8 @@ def test_matmul_nbits_formula(m, n, blocks, bits, block, zp) -> None:
 
 def test_packed_products_have_the_gemm_view_of_their_attributes() -> None:
     """MatMulNBits / MatMulBnb4 store B packed: the GEMM view (kernel descriptors, runtime kernel classes) takes K
-    and N from the attributes, M and the batch from A and Y, as for MatMul."""
+    and N from the attributes, M from A and Y with the batch folded into it (B is one weight every batch entry
+    shares: one ``b·m × n × k`` GEMM)."""
     from onnxroof.core.gemm import GemmShape, array_gemm
 
     b, m, n, k, block = 2, 1, 48, 256, 32
@@ -274,7 +275,7 @@ def test_packed_products_have_the_gemm_view_of_their_attributes() -> None:
         bits=4,
         block_size=block,
     )
-    assert array_gemm(nbits) == GemmShape(groups=b, m=m, n=n, k=k, in_channels=k, out_channels=n)
+    assert array_gemm(nbits) == GemmShape(groups=1, m=b * m, n=n, k=k, in_channels=k, out_channels=n)
     bnb4 = make_op(
         "MatMulBnb4",
         [([5, k], F32), ([n * k // 2], U8, W), ([n * k // 64], F32, W)],
@@ -438,3 +439,15 @@ def test_function_op_without_rule_costed_through_its_body() -> None:
     assert node.flops >= 4 * n
     assert analysis.totals.params == 0
     assert node.flops < 12 * n + 10 * stats
+
+
+def test_a_shared_weight_folds_the_batch_into_the_rows() -> None:
+    """``[B, 1, K] · [K, N]`` (a decode step's projection at batch B) is one ``B × N × K`` GEMM reading the weight
+    once; ``[B, M, K] · [B, K, N]`` (attention's per-head products) stays B independent GEMMs."""
+    from onnxroof.core.gemm import GemmShape, array_gemm
+
+    b, k, n = 32, 2048, 4096
+    shared = make_op("MatMul", [([b, 1, k], F32), ([k, n], F32, W)], [([b, 1, n], F32)])
+    assert array_gemm(shared) == GemmShape(groups=1, m=b, n=n, k=k, in_channels=k, out_channels=n)
+    batched = make_op("MatMul", [([b, 7, k], F32), ([b, k, n], F32)], [([b, 7, n], F32)])
+    assert array_gemm(batched) == GemmShape(groups=b, m=7, n=n, k=k, in_channels=k, out_channels=n)
