@@ -11,8 +11,8 @@ intermediate 8192, vocab 128256, untied LM head) and Llama-2-7B.
 The predictions: the same shapes built by ``benchmarks/llama_shaped.py`` (the Optimum/PyTorch-export layout:
 unfused MatMul, Softmax attention, a KV cache concatenated per layer) with sparse weights, and
 ``onnxroof.llm(model, "h200", prompt=past, generate=2, batch=B, runtime=R)``: the first decode step (past =
-``prompt``) and the prefill (``prompt`` tokens); the files are fp16 (the builder writes no bf16 mask constant), which
-has bf16's element size and, on Hopper, its tensor-core peak. Runtimes: ``torch-cuda-graph`` (benchmarks/runtimes: what was
+``prompt``) and the prefill (``prompt`` tokens); the files are fp16 (the builder writes no bf16 mask
+constant), which has bf16's element size and, on Hopper, its tensor-core peak. Runtimes: ``torch-cuda-graph`` (benchmarks/runtimes: what was
 measured, every op its own kernel, one graph replay per step), ``torch-cuda`` (eager: a host launch per op, the
 figure measured by ``calibrate --device cuda``) and ``tensorrt-llm`` (what the issue asks to compare: fused kernels,
 graph replay, in-place paged cache). Nothing is fitted here; the error is (predicted − measured) ÷ measured.
@@ -70,7 +70,9 @@ def main() -> int:
             name: build_llama_shaped(Path(tmp) / f"{name}.onnx", dtype=TensorProto.FLOAT16, kv_cache=True, **shape)
             for name, shape in SHAPES.items()
         }
-        print("| model | phase | batch | past / prompt | measured mode | measured ms | runtime | predicted ms | error |")
+        print(
+            "| model | phase | batch | past / prompt | measured mode | measured ms | runtime | predicted ms | error |"
+        )
         print("|---|---|--:|--:|---|--:|---|--:|--:|")
         for row in rows:
             for runtime, (mode, spec) in RUNTIMES.items():

@@ -213,7 +213,8 @@ def conv_shapes() -> Iterator[tuple]:
     mobilenet = [(32, 112, 32, 3, 1, 32), (32, 112, 16, 1, 1, 1), (96, 112, 96, 3, 2, 96), (96, 56, 24, 1, 1, 1),
                  (144, 56, 144, 3, 1, 144), (144, 56, 24, 1, 1, 1), (24, 56, 144, 1, 1, 1),
                  (192, 28, 192, 3, 1, 192), (384, 14, 384, 3, 1, 384), (576, 14, 576, 3, 1, 576),
-                 (960, 7, 960, 3, 1, 960), (960, 7, 160, 1, 1, 1), (160, 7, 960, 1, 1, 1), (320, 7, 1280, 1, 1, 1)]  # fmt: skip
+                 (960, 7, 960, 3, 1, 960), (960, 7, 160, 1, 1, 1), (160, 7, 960, 1, 1, 1),
+                 (320, 7, 1280, 1, 1, 1)]  # fmt: skip
     vgg = [(3, 224, 64, 3, 1, 1), (64, 224, 64, 3, 1, 1), (64, 112, 128, 3, 1, 1), (128, 112, 128, 3, 1, 1),
            (128, 56, 256, 3, 1, 1), (256, 56, 256, 3, 1, 1), (256, 28, 512, 3, 1, 1), (512, 28, 512, 3, 1, 1),
            (512, 14, 512, 3, 1, 1)]  # fmt: skip
@@ -448,12 +449,12 @@ def run_models(bench: Bench, clock: Clock, rows: list, archive: tarfile.TarFile)
                 return
             xs = torch.randn(batch, 3, size, size, device=dev, dtype=dtype).to(memory_format=torch.channels_last)
             with torch.inference_mode():
-                eager = _median_eager(lambda: net(xs), bench.dry)
+                eager = _median_eager(lambda: net(xs), bench.dry)  # noqa: B023
                 rows.append({"model": name, "batch": batch, "dtype": "fp16", "mode": "eager", "time_s": eager,
                              "onnx": f"{name}.onnx"})  # fmt: skip
                 if not bench.dry:
                     try:
-                        replay = _median_graph(lambda: net(xs))
+                        replay = _median_graph(lambda: net(xs))  # noqa: B023
                         rows.append({"model": name, "batch": batch, "dtype": "fp16", "mode": "cuda-graph",
                                      "time_s": replay, "onnx": f"{name}.onnx"})  # fmt: skip
                     except RuntimeError as error:
@@ -483,7 +484,8 @@ class Decoder(torch.nn.Module):
 
         self.embed = w(cfg["vocab"], h)
         self.layers = [
-            {"qkv": w((cfg["heads"] + 2 * kvh) * hd, h), "o": w(h, cfg["heads"] * hd), "gate_up": w(2 * cfg["inter"], h),
+            {"qkv": w((cfg["heads"] + 2 * kvh) * hd, h), "o": w(h, cfg["heads"] * hd),
+             "gate_up": w(2 * cfg["inter"], h),
              "down": w(h, cfg["inter"]), "n1": torch.ones(h, dtype=dtype, device=device),
              "n2": torch.ones(h, dtype=dtype, device=device),
              "k": torch.zeros(batch, kvh, max_len, hd, dtype=dtype, device=device),
@@ -545,7 +547,7 @@ def run_one_decoder(bench: Bench, clock: Clock, rows: list, label: str, cfg: dic
         with torch.inference_mode():
             token = torch.randint(0, cfg["vocab"], (batch, 1), device=dev)
             position = torch.tensor([[past]], device=dev)
-            step = lambda: model(token, position, past + 1)  # noqa: E731
+            step = lambda: model(token, position, past + 1)  # noqa: B023, E731
             eager = _median_eager(step, bench.dry)
             rows.append({"model": label, "phase": "decode", "batch": batch, "past": past,
                          "prompt": 0, "dtype": "bf16", "mode": "eager", "time_s": eager})  # fmt: skip
@@ -556,13 +558,16 @@ def run_one_decoder(bench: Bench, clock: Clock, rows: list, label: str, cfg: dic
             if batch == 1:
                 tokens = torch.randint(0, cfg["vocab"], (1, prompt), device=dev)
                 positions = torch.arange(prompt, device=dev)[None]
-                fill = lambda: model(tokens, positions, prompt)  # noqa: E731
-                for mode, timer in (("eager", lambda: _median_eager(fill, bench.dry)),
-                                    ("cuda-graph", None if bench.dry else (lambda: _median_graph(fill)))):  # fmt: skip
+                fill = lambda: model(tokens, positions, prompt)  # noqa: B023, E731
+                for mode, timer in (("eager", lambda: _median_eager(fill, bench.dry)),  # noqa: B023
+                                    ("cuda-graph", None if bench.dry else (lambda: _median_graph(fill)))):  # fmt: skip  # noqa: B023
                     if timer is not None:
                         rows.append({"model": label, "phase": "prefill", "batch": 1, "past": 0,
                                      "prompt": prompt, "dtype": "bf16", "mode": mode, "time_s": timer()})  # fmt: skip
-        print(f"decoder {label} past {past} batch {batch}: eager step {eager * 1e3:.3f} ms ({clock.left():.0f} s left)", flush=True)
+        print(
+            f"decoder {label} past {past} batch {batch}: eager step {eager * 1e3:.3f} ms ({clock.left():.0f} s left)",
+            flush=True,
+        )
         del model
         if not bench.dry:
             torch.cuda.empty_cache()
@@ -576,7 +581,8 @@ def meta(bench: Bench) -> dict:
     if not bench.dry:
         props = torch.cuda.get_device_properties(0)
         info.update(gpu=props.name, sm_count=props.multi_processor_count, memory_bytes=props.total_memory,
-                    l2_bytes=getattr(props, "L2_cache_size", None), capability=f"{props.major}.{props.minor}")  # fmt: skip
+                    l2_bytes=getattr(props, "L2_cache_size", None),
+                    capability=f"{props.major}.{props.minor}")  # fmt: skip
         try:
             query = "driver_version,clocks.max.sm,clocks.max.mem,power.limit,name"
             out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
