@@ -12,8 +12,8 @@ The predictions: the same shapes built by ``benchmarks/llama_shaped.py`` (the Op
 unfused MatMul, Softmax attention, a KV cache concatenated per layer) with sparse weights, and
 ``onnxroof.llm(model, "h200", prompt=past, generate=2, batch=B, runtime=R)``: the first decode step (past =
 ``prompt``) and the prefill (``prompt`` tokens); the files are fp16 (the builder writes no bf16 mask
-constant), which has bf16's element size and, on Hopper, its tensor-core peak. Runtimes: ``torch-cuda-graph`` (benchmarks/runtimes: what was
-measured, every op its own kernel, one graph replay per step), ``torch-cuda`` (eager: a host launch per op, the
+constant), which has bf16's element size and, on Hopper, its tensor-core peak. Runtimes: ``torch-cuda-graph``
+(benchmarks/runtimes: what was measured, every op its own kernel, one graph replay per step), ``torch-cuda`` (eager: a host launch per op, the
 figure measured by ``calibrate --device cuda``) and ``tensorrt-llm`` (what the issue asks to compare: fused kernels,
 graph replay, in-place paged cache). Nothing is fitted here; the error is (predicted − measured) ÷ measured.
 """
@@ -31,9 +31,9 @@ from pathlib import Path
 from onnx import TensorProto
 
 sys.path.insert(0, str(Path(__file__).parent))
-from llama_shaped import build_llama_shaped  # noqa: E402
+from llama_shaped import build_llama_shaped
 
-import onnxroof  # noqa: E402
+import onnxroof
 
 ROOT = Path(__file__).resolve().parent
 SHAPES = {
