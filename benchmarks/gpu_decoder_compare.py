@@ -13,9 +13,10 @@ unfused MatMul, Softmax attention, a KV cache concatenated per layer) with spars
 ``onnxroof.llm(model, "h200", prompt=past, generate=2, batch=B, runtime=R)``: the first decode step (past =
 ``prompt``) and the prefill (``prompt`` tokens); the files are fp16 (the builder writes no bf16 mask
 constant), which has bf16's element size and, on Hopper, its tensor-core peak. Runtimes: ``torch-cuda-graph``
-(benchmarks/runtimes: what was measured, every op its own kernel, one graph replay per step), ``torch-cuda`` (eager: a host launch per op, the
-figure measured by ``calibrate --device cuda``) and ``tensorrt-llm`` (what the issue asks to compare: fused kernels,
-graph replay, in-place paged cache). Nothing is fitted here; the error is (predicted − measured) ÷ measured.
+(benchmarks/runtimes: what was measured, every op its own kernel, one graph replay per step), ``torch-cuda``
+(eager: a host launch per op, the figure measured by ``calibrate --device cuda``) and ``tensorrt-llm`` (what the
+issue asks to compare: fused kernels, graph replay, in-place paged cache). Nothing is fitted here; the error is
+(predicted − measured) ÷ measured.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def main() -> int:
     parser.add_argument("--data", default=str(ROOT / "data" / "gpu" / "run2" / "decoder.csv"))
     parser.add_argument("--json")
     args = parser.parse_args()
-    rows = list(csv.DictReader(open(args.data, newline="")))
+    with open(args.data, newline="") as handle:
+        rows = list(csv.DictReader(handle))
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         models = {

@@ -32,6 +32,7 @@ Every section stops when the time budget runs out; what ran is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -460,7 +461,6 @@ def run_models(bench: Bench, clock: Clock, rows: list, archive: tarfile.TarFile)
                     except RuntimeError as error:
                         print(f"graph {name} b{batch}: {error}"[:300], flush=True)
             print(f"model {name} b{batch}: eager {eager * 1e3:.3f} ms ({clock.left():.0f} s left)", flush=True)
-        del net, model
 
 
 # ---------------------------------------------------------------- part 3: a static-cache decoder
@@ -568,7 +568,6 @@ def run_one_decoder(bench: Bench, clock: Clock, rows: list, label: str, cfg: dic
             f"decoder {label} past {past} batch {batch}: eager step {eager * 1e3:.3f} ms ({clock.left():.0f} s left)",
             flush=True,
         )
-        del model
         if not bench.dry:
             torch.cuda.empty_cache()
 
@@ -590,10 +589,8 @@ def meta(bench: Bench) -> dict:
             info["nvidia_smi"] = dict(zip(query.split(","), [v.strip() for v in out.split(",")], strict=False))
         except (OSError, subprocess.SubprocessError) as error:
             info["nvidia_smi"] = str(error)
-        try:
+        with contextlib.suppress(AttributeError):
             info["cublas"] = torch._C._cuda_getCompiledVersion()
-        except AttributeError:
-            pass
     return info
 
 
