@@ -23,6 +23,8 @@ LONG_OP_S = 2e-3
 """Ops slower than this are timed alone (a chain would only add noise)."""
 BLOCK_QUANTILE = 0.25
 """Which block median a figure takes (see :class:`OpTimer`): 0.25, the least-contended quarter."""
+CHAIN_FLOOR = 0.25
+"""A chained op's estimate is at least this share of ``t(1 + K) / (1 + K)`` (:meth:`OpTimer._estimate`)."""
 
 
 def session_options(threads: int, *, profile: bool = False):
@@ -169,10 +171,20 @@ class OpTimer:
         self._rounds.clear()
 
     def _estimate(self, blocks_1: list[float], blocks_k: list[float], run_overhead_s: float) -> float:
+        """``(t(1 + K) − t(1)) / K``, never below ``CHAIN_FLOOR · t(1 + K) / (1 + K)``.
+
+        A chain of ``1 + K`` ops runs at least ``(1 + K) · t_op``, so ``t(1 + K) / (1 + K)`` bounds the op's time
+        from above; the difference of two noisy block quantiles can fall far below it (even to 0) when load slowed
+        the chain of 1 more than the longer one, which made a 2 GFLOP MatMul look 60 ns long (a 3·10¹⁶ FLOP/s
+        peak) on a busy host. The floor keeps the estimate within :data:`CHAIN_FLOOR` of the bound: binding only
+        when the difference says the op costs less than a quarter of its share of the chain, which run overhead
+        alone cannot explain for the chains chosen here (K ≥ 2, the longer chain's extra time ≥ 0.2 ms).
+        """
         t1 = float(np.quantile(blocks_1, BLOCK_QUANTILE))
         if self.chain == 1:
             return max(t1 - run_overhead_s, 1e-9)
-        return max((float(np.quantile(blocks_k, BLOCK_QUANTILE)) - t1) / self.chain, 1e-9)
+        tk = float(np.quantile(blocks_k, BLOCK_QUANTILE))
+        return max((tk - t1) / self.chain, CHAIN_FLOOR * tk / (1 + self.chain), 1e-9)
 
     def timing(self, run_overhead_s: float) -> Timing:
         """The time per op (all rounds' blocks), with the range of the per-round estimates."""
