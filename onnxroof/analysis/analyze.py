@@ -354,8 +354,11 @@ def _place_kernels(
 
 def cold_weight_bytes(platform: Platform, weight_bytes: float, params: float, peak_activation_bytes: float) -> float:
     """Bytes per weight element read from DRAM on every run: the weights' item size when weights and peak
-    activations together exceed the platform's largest cache level (evicted between runs), else 0. Platforms
-    without measured cache levels stream everything from DRAM anyway (0 here, nothing changes)."""
-    if not platform.cache_levels or params <= 0:
+    activations together exceed the platform's largest cache (its last measured cache level, else a GPU's L2
+    from its ``[gpu]`` table: evicted between runs), else 0. Other platforms stream everything from DRAM anyway
+    (0 here, nothing changes). Only time models that place bytes by where they come from read it (the ``gpu``
+    model: a decode step's weights stream from DRAM even when one layer's matrix would fit in the L2)."""
+    largest = platform.cache_levels[-1].size if platform.cache_levels else platform.gpu.l2_size if platform.gpu else 0
+    if largest <= 0 or params <= 0:
         return 0.0
-    return weight_bytes / params if weight_bytes + peak_activation_bytes > platform.cache_levels[-1].size else 0.0
+    return weight_bytes / params if weight_bytes + peak_activation_bytes > largest else 0.0
