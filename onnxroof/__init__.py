@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from onnxroof.platform.lookup import load_platform
     from onnxroof.platform.model import Platform
     from onnxroof.roofline.kernels import KernelResult
+    from onnxroof.runtime.lookup import load_runtime
+    from onnxroof.runtime.model import Runtime
     from onnxroof.studies.llm import LLMResult, llm
 
 _PUBLIC = {
@@ -59,6 +61,8 @@ _PUBLIC = {
     "Platform": "onnxroof.platform.model",
     "load_platform": "onnxroof.platform.lookup",
     "rule": "onnxroof.core.registry",
+    "Runtime": "onnxroof.runtime.model",
+    "load_runtime": "onnxroof.runtime.lookup",
     "WhatIf": "onnxroof.analysis.whatif",
 }
 """Public name -> the module that defines it, imported on first use (:func:`__getattr__`)."""
@@ -76,6 +80,7 @@ __all__ = [
     "NodeResult",
     "OnnxroofError",
     "Platform",
+    "Runtime",
     "Totals",
     "WhatIf",
     "analyze",
@@ -85,6 +90,7 @@ __all__ = [
     "fuse",
     "llm",
     "load_platform",
+    "load_runtime",
     "place",
     "read",
     "rule",

@@ -210,6 +210,7 @@ def place(
         )
     chosen = runtime_for(target, runtime, fused.profile)
     fused, use, classes = apply_runtime(fused, target, chosen)
+    chosen = use.runtime  # a genai_config.json may have turned on CUDA graphs
     costed = fused.costed
     resolved, fallbacks = fallback_warnings(costed.wanted, target)
     node_class = node_classes(costed) if chosen.efficiency else None

@@ -203,6 +203,7 @@ def to_dict(analysis: Analysis, *, lazy: bool = False) -> dict[str, Any]:
         "nodes": nodes if lazy else list(nodes),
         "kernels": kernels if lazy else list(kernels),
         "time_model": time_model_fields(analysis),
+        **({"runtime": analysis.runtime.to_dict()} if analysis.runtime is not None else {}),
         "fusion": {
             "profile": analysis.fusion_profile,
             "misses": [

@@ -16,10 +16,12 @@ below zero).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +34,7 @@ from onnxroof.fusion.descriptor import describe
 from onnxroof.load.genai_config import read_genai_config
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import Objects
-from onnxroof.runtime import KvWrite, Runtime, RuntimeKernelClass
+from onnxroof.runtime import KvWrite, LaunchMode, Runtime, RuntimeKernelClass, RuntimeLaunch
 from onnxroof.runtime.classes import kernel_class
 
 _PAST_NAME = re.compile(r"past.*(key|value)", re.IGNORECASE)
@@ -63,12 +65,39 @@ class RuntimeUse:
     """The ``genai_config.json`` fields read (key, value), empty when there is no such file."""
     genai_path: str = ""
 
+    def to_dict(self) -> dict[str, Any]:
+        """What the runtime did, for the JSON document: name, launch mode and the figures applied (s), the KV
+        write policy and where it came from, the factors per kernel class with the kernels they touched and their
+        sources, what was read from a ``genai_config.json``, and every source of the runtime file."""
+        runtime = self.runtime
+        return {
+            "name": runtime.name,
+            "title": runtime.title,
+            "path": runtime.path,
+            "launch_mode": str(runtime.launch_mode),
+            "per_kernel_launch_s": self.per_kernel_s,
+            "per_run_s": self.per_run_s,
+            "kv_write": str(self.kv_write),
+            "kv_write_from": self.kv_from,
+            "kv_saved_bytes": self.kv_saved_bytes,
+            "factors": {
+                cls: {"value": value, "kernels": count, "source": runtime.sources.get(f"efficiency.{cls}", "")}
+                for cls, (value, count) in self.factors.items()
+            },
+            "genai_config": {"path": self.genai_path, **dict(self.genai)} if self.genai_path else None,
+            "sources": dict(runtime.sources),
+        }
+
 
 def apply_runtime(fused: FusedModel, platform: Platform, runtime: Runtime) -> tuple[FusedModel, RuntimeUse, Objects]:
-    """``fused`` as ``runtime`` runs it on ``platform``, what was applied, and each kernel's kernel class (module
-    docstring). A ``genai_config.json`` beside the model overrides the runtime's KV write policy with its
-    ``past_present_share_buffer`` (``true``: in place, ``false``: copy)."""
+    """``fused`` as ``runtime`` runs it on ``platform``, what was applied (:attr:`RuntimeUse.runtime` is the
+    runtime placement uses), and each kernel's kernel class (module docstring). A ``genai_config.json`` beside
+    the model overrides the runtime's KV write policy with its ``past_present_share_buffer`` (``true``: in place,
+    ``false``: copy), and a ``per-kernel`` runtime's launch mode with ``enable_cuda_graph`` (``1``: one replayed
+    CUDA graph per run, with the launch defaults of that mode: one platform launch per run, 0 per node)."""
     config = read_genai_config(fused.costed.bound.loaded.path)
+    if config is not None and config.enable_cuda_graph and not runtime.captured:
+        runtime = replace(runtime, launch=RuntimeLaunch(LaunchMode.CUDA_GRAPH), path=f"{runtime.path} + {config.path}")
     kv_write, kv_from = runtime.kv_write, "runtime"
     if config is not None and config.past_present_share_buffer is not None:
         kv_write = KvWrite.IN_PLACE if config.past_present_share_buffer else KvWrite.COPY
@@ -121,9 +150,19 @@ def _class_of(
     attention = anchor is not None and ("Attention" in anchor.op_type or "attention" in patterns)
     gemm = descriptor.gemm
     m = gemm.m if gemm is not None else None
+    if m is None and descriptor.op_class == "matmul":
+        m = _rows(anchor)
     return kernel_class(
         descriptor.op_class, m, _weight_bits(anchor, descriptor, int8, ir), attention, _queries(anchor, m)
     )
+
+
+def _rows(anchor: OpView | None) -> int | None:
+    """M of a matrix product without a GEMM view (MatMulNBits): the product of its input's leading dims."""
+    data = anchor.input(0) if anchor is not None else None
+    if data is None or data.shape is None or not data.shape or any(d is None for d in data.shape[:-1]):
+        return None
+    return math.prod(d for d in data.shape[:-1] if d is not None)
 
 
 def _weight_bits(anchor: OpView | None, descriptor: KernelDescriptor, int8: bool, ir: ModelIR) -> int | None:

@@ -18,6 +18,7 @@ from onnxroof.cli.common import (
     DimOption,
     FusionOption,
     PeakOption,
+    RuntimeOption,
     ShapeOption,
     TimeModelOption,
     app,
@@ -50,6 +51,7 @@ def audit(
     shape: ShapeOption = None,
     precision: Annotated[str | None, typer.Option(help="Cost every node at this precision (fp16, int8...).")] = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     peak: PeakOption = False,
     time_model: TimeModelOption = None,
     budget: Annotated[
@@ -98,6 +100,7 @@ def audit(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
+            runtime=runtime,
             budget=budget,
             peak=peak,
             time_model=time_model,

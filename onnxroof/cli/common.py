@@ -139,8 +139,18 @@ FusionOption = Annotated[
     str | None,
     typer.Option(
         "--fusion",
-        help=f"Fusion profile: {', '.join(FusionProfile)} (default: the platform's); {FusionProfile.TENSORRT_LLM} is "
-        "TensorRT with CUDA graphs: one launch per run.",
+        help=f"Fusion profile: {', '.join(FusionProfile)} (default: the runtime's); without --runtime, a profile "
+        f"named like a runtime picks it ({FusionProfile.TENSORRT_LLM}: TensorRT with CUDA graphs, one launch per run).",
+    ),
+]
+RuntimeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--runtime",
+        help="Runtime profile: a bundled name (see `onnxroof runtimes`) or a path to a TOML file (default: the "
+        "platform's). Sets launches (per kernel or one CUDA-graph replay), KV-cache writes, efficiency factors and "
+        "the fusion profile (--fusion overrides it).",
+        metavar="NAME|PATH.toml",
     ),
 ]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]

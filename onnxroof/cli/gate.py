@@ -23,6 +23,7 @@ from onnxroof.cli.common import (
     PeakOption,
     PeakPrecisionOption,
     PlatformOption,
+    RuntimeOption,
     ShapeOption,
     TimeModelOption,
     app,
@@ -79,6 +80,7 @@ def check(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     peak: PeakOption = False,
     time_model: TimeModelOption = None,
     max_latency: Annotated[str | None, _limit_option("Predicted latency, e.g. 15ms, 800us.", "TIME")] = None,
@@ -181,6 +183,7 @@ def check(
             shape_options(shape),
             peak=peak,
             time_model=time_model,
+            runtime=runtime,
         )
         with progress_bar("checking") as progress:
             engine = choose_engine(workers=jobs, scheduler=scheduler)
@@ -212,6 +215,7 @@ def diff(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     fail_if_slower: Annotated[
         str | None,
         typer.Option(help="Exit 1 if the predicted latency grows by more than this, e.g. 5%.", metavar="SHARE"),
@@ -234,7 +238,7 @@ def diff(
         chosen = chosen_format(output_format, output, {".json": DiffFormat.json}, DiffFormat.table)
         dims = parse_dim_bindings(dim or [])
         shapes = shape_options(shape)
-        docs = [document_of(side, platform, dims, precision, fusion, shapes) for side in (old, new)]
+        docs = [document_of(side, platform, dims, precision, fusion, shapes, runtime) for side in (old, new)]
         result = diff_documents(docs[0], docs[1], str(old), str(new))
         gate = slowdown_gate(result, tolerance, fail_if_slower) if tolerance is not None and fail_if_slower else None
         if chosen is DiffFormat.json:

@@ -23,6 +23,7 @@ from onnxroof.cli.common import (
     PeakOption,
     PeakPrecisionOption,
     PlatformOption,
+    RuntimeOption,
     ShapeOption,
     TimeModelOption,
     app,
@@ -75,6 +76,7 @@ def _analyze(
     shape: list[str] | None = None,
     peak: bool = False,
     time_model: TimeModelKind | None = None,
+    runtime: str | None = None,
 ):
     """One analysis per platform; their warnings on stderr, each once."""
     from onnxroof.analysis.analyze import analyze
@@ -92,6 +94,7 @@ def _analyze(
             shapes=shapes,
             whatif=WhatIf(precision=precision, peak=peak, time_model=time_model),
             fusion=fusion,
+            runtime=runtime,
         )
         for p in platforms
     ]
@@ -111,6 +114,7 @@ def plot(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     peak: PeakOption = False,
     time_model: TimeModelOption = None,
     title: Annotated[str | None, typer.Option(help="Chart title (default: the model and platform).")] = None,
@@ -136,10 +140,10 @@ def plot(
 
             if len(chosen) > 1:
                 raise OnnxroofError("--kind floorline draws one platform: give one --platform")
-            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak, time_model)
+            (analysis,) = _analyze(model, chosen, dim, precision, fusion, shape, peak, time_model, runtime)
             write_atomically(output, render_floorline(analysis, fmt, title))
             return
-        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak, time_model)
+        analyses = _analyze(model, chosen, dim, precision, fusion, shape, peak, time_model, runtime)
         write_atomically(output, render_plot(analyses, fmt, title))
 
 
@@ -151,6 +155,7 @@ def graph(
     shape: ShapeOption = None,
     precision: PeakPrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     output_format: Annotated[
         GraphFormat | None,
         typer.Option(
@@ -173,7 +178,7 @@ def graph(
             raise OnnxroofError("--format onnx writes a model file: give -o FILE.onnx")
         if chosen is GraphFormat.svg:
             annotate.require_dot()  # fail on a missing 'dot' before the analysis runs
-        (analysis,) = _analyze(model, [platform], dim, precision, fusion, shape)
+        (analysis,) = _analyze(model, [platform], dim, precision, fusion, shape, runtime=runtime)
         if chosen is GraphFormat.netron:
             emit(annotate.render_netron(analysis), output)
         elif chosen is GraphFormat.dot:

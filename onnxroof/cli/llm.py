@@ -22,6 +22,7 @@ from onnxroof.cli.common import (
     PlatformOption,
     PrecisionOption,
     ReportFormat,
+    RuntimeOption,
     ShapeOption,
     TimeModelOption,
     app,
@@ -66,6 +67,7 @@ def llm(
     ] = None,
     precision: PrecisionOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     peak: PeakOption = False,
     time_model: TimeModelOption = None,
     output_format: Annotated[
@@ -92,6 +94,7 @@ def llm(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
+            runtime=runtime,
             whatif=WhatIf(peak=True, time_model=time_model) if peak or time_model else None,
             kv_dims=parse_kv_dims(kv_dims),
         )

@@ -25,6 +25,7 @@ from onnxroof.cli.common import (
     DimOption,
     FusionOption,
     OutputOption,
+    RuntimeOption,
     ShapeOption,
     app,
     emit,
@@ -114,6 +115,7 @@ def profile(
     runs: Annotated[int, typer.Option(help="Profiled runs (after 3 warm-up runs).", min=1)] = 20,
     seconds: Annotated[float, typer.Option(help="Seconds of unprofiled runs timed end to end.", min=0.05)] = 1.0,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     output_format: Annotated[
         ProfileFormat | None,
         typer.Option("--format", "-f", help="table (default) or json; default from -o's suffix."),
@@ -148,6 +150,7 @@ def profile(
             profiled_runs=runs,
             wall_budget_s=seconds,
             fusion=fusion,
+            runtime=runtime,
         )
         render_warnings(result.warnings, Console(stderr=True, highlight=False))
         if html is not None:

@@ -22,6 +22,7 @@ from onnxroof.cli.common import (
     PlatformOption,
     PrecisionOption,
     ReportFormat,
+    RuntimeOption,
     ShapeOption,
     SkipOption,
     TimeModelOption,
@@ -56,6 +57,7 @@ def report(
         bool, typer.Option(help="Fail (exit 2) if any node is unsupported or has no static shape.")
     ] = False,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     explain_fusion: Annotated[
         bool, typer.Option("--explain-fusion", help="List every fusion candidate that did not fuse, and why.")
     ] = False,
@@ -87,6 +89,7 @@ def report(
             shapes=shape_options(shape),
             strict=strict,
             fusion=fusion,
+            runtime=runtime,
             whatif=whatif_options(density, density_file, compress_mem, skip_compute, precision, peak, time_model),
         )
         measured = load_overlay(profile, analysis) if profile is not None else None
@@ -119,6 +122,24 @@ def platforms(
             emit(render_platforms_json(found), None)
         else:
             emit(lambda console: render_platforms_table(found, console), None)
+
+
+@app.command()
+def runtimes(
+    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every figure's source.")] = False,
+    debug: DebugOption = False,
+) -> None:
+    """List the bundled runtime profiles: launch mode, KV-cache write, fusion profile, factors (sources: -v)."""
+    from onnxroof.report.runtimes import render_runtimes_json, render_runtimes_table
+    from onnxroof.runtime import bundled_runtimes
+
+    with exit_on_errors(debug):
+        found = bundled_runtimes()
+        if output_format is ListFormat.json:
+            emit(render_runtimes_json(found), None)
+        else:
+            emit(lambda console: render_runtimes_table(found, console, verbose), None)
 
 
 @app.command()

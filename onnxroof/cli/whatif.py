@@ -25,6 +25,7 @@ from onnxroof.cli.common import (
     OutputOption,
     PeakOption,
     PlatformOption,
+    RuntimeOption,
     ShapeOption,
     SkipOption,
     TimeModelOption,
@@ -150,6 +151,7 @@ def sweep(
     peak: PeakOption = False,
     time_model: TimeModelOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     output_format: FormatOption = None,
     output: OutputOption = None,
     chart: ChartOption = None,
@@ -180,6 +182,7 @@ def sweep(
             precisions=precisions if len(precisions) > 1 else (),
             precision=precisions[0] if len(precisions) == 1 else None,
             fusion=fusion,
+            runtime=runtime,
             whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak, time_model=time_model),
         )
 
@@ -210,6 +213,7 @@ def compare(
     peak: PeakOption = False,
     time_model: TimeModelOption = None,
     fusion: FusionOption = None,
+    runtime: RuntimeOption = None,
     output_format: FormatOption = None,
     output: OutputOption = None,
     chart: ChartOption = None,
@@ -237,6 +241,7 @@ def compare(
             shapes=shape_options(shape),
             precision=precision,
             fusion=fusion,
+            runtime=runtime,
             whatif=whatif_options(density, density_file, compress_mem, skip_compute, peak=peak, time_model=time_model),
         )
 

@@ -13,6 +13,7 @@ A ``--dim`` applies to the models whose inputs have that symbol; a manifest's di
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from onnxroof.fleet.task import ErrorKind, analyze_task, cacheable, error_figure
 from onnxroof.gate.budget import Budget, load_budget
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
+from onnxroof.runtime import runtime_for
 
 #: Called as each analysis finishes: (model path, analyses done, analyses in all).
 Progress = Callable[[str, int, int], None]
@@ -48,6 +50,8 @@ class AuditOptions:
     """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
     time_model: str | None = None
     """The time model (``--time-model``: ``roofline`` or ``gpu``); None: each platform's default."""
+    runtime: str | None = None
+    """The runtime profile (``--runtime``: a bundled name or a TOML path); None: each platform's."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,8 @@ def _plan(
             settings["peak"] = True
         if options.time_model is not None:  # likewise
             settings["time_model"] = str(options.time_model)
+        if options.runtime is not None:  # likewise; a runtime file by its content
+            settings["runtime"] = runtime_key(options.runtime)
         for target in targets:
             base = _base(entry, identity.sha256, target, dims, options, version)
             key = result_key(identity.sha256, identity.external, version, target.hash, settings)
@@ -172,6 +178,7 @@ def _plan(
                         shapes,
                         options.peak,
                         options.time_model,
+                        options.runtime,
                     )
                 )
             plan.waiting.setdefault(key, []).append((len(plan.rows) - 1, base, target, budget))
@@ -209,6 +216,7 @@ def _targets(options: AuditOptions) -> list[_Target]:
         platform = load_platform(spec)
         if options.precision is not None:
             platform.peak(options.precision)
+        runtime_for(platform, options.runtime, options.fusion)  # a bad runtime raises before any model runs
         targets.setdefault(platform.name, _Target(platform, spec, digest(platform)))
     return list(targets.values())
 
@@ -240,3 +248,11 @@ def _base(
         "fusion": options.fusion or target.platform.fusion_profile,
         "onnxroof_version": version,
     }
+
+
+def runtime_key(runtime: str) -> str:
+    """What a ``--runtime`` adds to a result's cache key: a bundled name as given, a file by its content's hash."""
+    path = Path(runtime)
+    if path.is_file():
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return runtime.strip().lower()

@@ -14,6 +14,7 @@ from onnxroof.gate.budget import EXIT_INTERNAL, Budget, BudgetError
 from onnxroof.gate.check import CheckSettings, ModelCheck, check_model, error_check
 from onnxroof.gate.diff import load_baseline, pick_baseline
 from onnxroof.platform.lookup import load_platform
+from onnxroof.runtime import runtime_for
 
 #: Called once per model as it finishes: (model path, models done so far, models in all).
 Progress = Callable[[str, int, int], None]
@@ -54,6 +55,7 @@ def check_models(
     target = load_platform(settings.platform)
     if settings.precision is not None:
         target.peak(settings.precision)
+    runtime_for(target, settings.runtime, settings.fusion)  # a bad runtime raises before any model runs
     budget.latency_limit((target.name, *target.aliases))  # a budget without this platform fails now
     paths = expand_models(models)
     entries = load_baseline(baseline) if baseline is not None else None

@@ -33,6 +33,7 @@ def analyze_task(
     shapes: Mapping[str, tuple[int, ...]] | None = None,
     peak: bool = False,
     time_model: str | None = None,
+    runtime: str | None = None,
 ) -> dict[str, Any]:
     """Analyze ``path`` on ``platform`` with ``dims`` (and whole-input ``shapes``); the figures, or
     ``{"error", "error_kind"}``."""
@@ -56,6 +57,7 @@ def analyze_task(
             shapes=dict(shapes or {}),
             whatif=WhatIf.of(precision=precision, peak=peak, time_model=time_model),
             fusion=fusion,
+            runtime=runtime,
         )
         doc = to_dict(analysis)
     except OnnxroofError as exc:

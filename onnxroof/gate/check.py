@@ -171,6 +171,8 @@ class CheckSettings:
     """Draw the roofline from the datasheet figures (``--peak``), not the sustained shares."""
     time_model: TimeModelKind | None = None
     """The time model (``--time-model``); None: the platform's default."""
+    runtime: str | None = None
+    """The runtime profile (``--runtime``: a bundled name or a path); None: the platform's."""
 
 
 @dataclass(frozen=True)
@@ -240,6 +242,7 @@ def check_model(
             shapes=settings.shapes,
             whatif=WhatIf(precision=settings.precision, peak=settings.peak, time_model=settings.time_model),
             fusion=settings.fusion,
+            runtime=settings.runtime,
         )
         doc = to_dict(analysis)
         platform = analysis.platform

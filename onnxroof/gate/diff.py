@@ -308,7 +308,7 @@ def _match_kernels(old: Mapping[str, Any], new: Mapping[str, Any]):
     return tuple(added), tuple(removed), tuple(sorted(changed, key=lambda k: -abs(k.latency_change)))
 
 
-def document_of(path: Path, platform: str, dims, precision, fusion, shapes=None) -> dict[str, Any]:
+def document_of(path: Path, platform: str, dims, precision, fusion, shapes=None, runtime=None) -> dict[str, Any]:
     """A model's analysis document: analyzed now (.onnx) or read from a saved JSON output."""
     if path.suffix.lower() == ".json":
         doc = load_document(path)
@@ -318,7 +318,9 @@ def document_of(path: Path, platform: str, dims, precision, fusion, shapes=None)
                 raise BaselineError(f"{path}: holds {len(models)} analyzed models; give a single-model output")
             doc = models[0]
         return doc
-    return to_dict(analyze(path, platform, dims, shapes=shapes, whatif=WhatIf(precision=precision), fusion=fusion))
+    return to_dict(
+        analyze(path, platform, dims, shapes=shapes, whatif=WhatIf(precision=precision), fusion=fusion, runtime=runtime)
+    )
 
 
 def slowdown_gate(result: ModelDiff, tolerance: float, allowed: str) -> dict[str, Any]:

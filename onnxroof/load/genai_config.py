@@ -10,7 +10,9 @@ is one :class:`~onnxroof.core.errors.ModelError` line naming the file and the fi
 from __future__ import annotations
 
 import json
+import stat
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +55,20 @@ def read_genai_config(model_path: Path | str | None) -> GenaiConfig | None:
     if model_path is None:
         return None
     path = Path(model_path).parent / FILE_NAME
-    if not path.is_file():
+    try:
+        info = path.stat()
+    except OSError:
         return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return _read(str(path), info.st_mtime_ns, info.st_size)
+
+
+@lru_cache(maxsize=64)
+def _read(name: str, _mtime_ns: int, _size: int) -> GenaiConfig:
+    """The file at ``name`` parsed, once per version of it (its modification time and size are the key: a study
+    that analyzes one model many times reads it once)."""
+    path = Path(name)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -14,6 +14,7 @@ from onnxroof.analysis.findings import Finding, find
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.platform.model import Platform
 from onnxroof.report.columns import Column, fit_columns, table_width
+from onnxroof.report.runtimes import runtime_lines
 
 
 def _shape(shape: list | None) -> str:
@@ -243,6 +244,9 @@ def render_console(analysis: Analysis, console: Console, top: int = 15, explain_
         (analysis.platform.title, "bold cyan"),
         f"  ({analysis.platform.name})",
     )
+    if analysis.runtime is not None:
+        for line in runtime_lines(analysis.runtime):
+            header.append(f"\n{line}", style="dim")
     knobs = whatif_text(analysis)
     if knobs:
         header.append(f"\nwhat-if: {knobs}", style="yellow")

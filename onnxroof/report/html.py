@@ -36,6 +36,7 @@ from onnxroof.analysis.document import SCHEMA_VERSION, time_model_fields, to_dic
 from onnxroof.core.states import Bound
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.measure.overlay import MeasuredOverlay, with_measured
+from onnxroof.report.runtimes import runtime_lines
 from onnxroof.roofline.energy import byte_energy, energy_ridge, op_energy
 from onnxroof.roofline.kernels import KernelResult
 
@@ -295,6 +296,10 @@ def _context(analysis: Analysis, measured: MeasuredOverlay | None = None) -> dic
     return {
         "title": title,
         "analysis": analysis,
+        "runtime_lines": runtime_lines(analysis.runtime) if analysis.runtime is not None else [],
+        "runtime_sources": "; ".join(f"{k}: {v}" for k, v in analysis.runtime.runtime.sources.items())
+        if analysis.runtime is not None
+        else "",
         "model": m,
         "platform": p,
         "totals": t,

@@ -14,11 +14,13 @@ from rich.console import Console
 from rich.table import Table
 
 from onnxroof.analysis.document import sustained_fields
+from onnxroof.analysis.runtime_use import RuntimeUse
 from onnxroof.core.units import percent, seconds, si
 from onnxroof.platform.model import Platform
 from onnxroof.report.charts import figure_bytes, frame, plain_text
 from onnxroof.report.data import csv_text, dumps_document
 from onnxroof.report.plot import figure as roofline_figure
+from onnxroof.report.runtimes import runtime_lines
 from onnxroof.studies.llm import LLMResult, PhasePoint
 
 TEMPLATE = Path(__file__).with_name("templates") / "llm.html.j2"
@@ -53,6 +55,12 @@ def _phase(point: PhasePoint) -> dict[str, Any]:
     }
 
 
+def _runtime_use(result: LLMResult) -> RuntimeUse | None:
+    """What the runtime did to the last decode step (the same runtime ran every phase; the decode step is where
+    the KV write and the launch mode matter)."""
+    return result.analyses[-1].runtime if result.analyses else None
+
+
 def llm_dict(result: LLMResult) -> dict[str, Any]:
     """The result as plain data in SI units (the JSON view)."""
     cache, memory = result.cache, result.memory
@@ -60,6 +68,7 @@ def llm_dict(result: LLMResult) -> dict[str, Any]:
         "model": result.model,
         "platform": result.platform,
         "fusion_profile": result.fusion_profile,
+        **({"runtime": use.to_dict()} if (use := _runtime_use(result)) is not None else {}),
         **({"sustained": sustained_fields(roofs)} if (roofs := result.analyses[0].platform).sustained else {}),
         "precision": result.precision,
         "prompt": result.prompt,
@@ -173,6 +182,9 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
     roofs = roofs_text(result.analyses[0].platform)
     if roofs:
         console.print(roofs, markup=False, highlight=False, soft_wrap=True)
+    use = _runtime_use(result)
+    for line in runtime_lines(use) if use is not None else ():
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(
         f"KV cache: {c.layers} layers × {c.kv_heads} KV heads × {c.head_dim} head dim, {c.dtype}: "
         f"{si(c.bytes_per_token, 'B')}/token, {si(result.kv_cache_bytes, 'B')} after {result.prompt + result.generate} "

@@ -23,6 +23,7 @@ from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
+from onnxroof.runtime import Runtime, runtime_for
 from onnxroof.studies.top import TopKernel, top_kernels
 
 
@@ -101,6 +102,7 @@ def compare(
     fusion: str | None = None,
     strict: bool = False,
     *,
+    runtime: str | os.PathLike[str] | Runtime | None = None,
     whatif: WhatIf | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Comparison:
@@ -126,7 +128,8 @@ def compare(
         seen.add(target.name)
         if precision is not None:
             target.peak(precision)
-    analyses = _analyses(model, targets, dims, shapes, plan, fusion, strict)
+    chosen = [runtime_for(target, runtime, fusion) for target in targets]  # each checked before any analysis
+    analyses = _analyses(model, targets, dims, shapes, plan, fusion, strict, chosen)
     first = analyses[0].model
     return Comparison(
         model=first.path or first.graph_name or "model",
@@ -146,6 +149,7 @@ def _analyses(
     plan: WhatIf,
     fusion: str | None,
     strict: bool,
+    runtimes: Sequence[Runtime],
 ) -> list[Analysis]:
     """One analysis per platform, sharing the stages that do not depend on it: the model is bound once, costed
     once (once per sparsity pattern under ``skip_compute``), fused once per fusion profile, and placed on each
@@ -154,18 +158,18 @@ def _analyses(
     costings: dict[object, CostedModel] = {}
     fusions: dict[tuple[object, str], FusedModel] = {}
     analyses = []
-    for target in targets:
+    for target, chosen in zip(targets, runtimes, strict=True):
         sparse = sparse_facts(plan, target)
         costed = costings.get(sparse)
         if costed is None:
             costed = costings[sparse] = cost(bound, target)
             if strict:
                 raise_if_incomplete(costed)
-        profile = fusion or target.fusion_profile
+        profile = fusion or chosen.fusion_profile
         fused = fusions.get((sparse, profile))
         if fused is None:
             fused = fusions[(sparse, profile)] = fuse(costed, profile)
-        analyses.append(place(fused, target))
+        analyses.append(place(fused, target, runtime=chosen))
     return analyses
 
 

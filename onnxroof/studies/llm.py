@@ -32,6 +32,7 @@ from onnxroof.core.errors import DimsError
 from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
+from onnxroof.runtime import Runtime, runtime_for
 from onnxroof.studies.kv_cache import KVCache, find_cache
 from onnxroof.studies.top import TopKernel, top_kernels
 
@@ -121,6 +122,7 @@ def llm(
     precision: str | None = None,
     fusion: str | None = None,
     whatif: WhatIf | None = None,
+    runtime: str | os.PathLike[str] | Runtime | None = None,
     kv_dims: Mapping[str, str] | None = None,
 ) -> LLMResult:
     """Prefill ``prompt`` tokens, then generate ``generate`` tokens one at a time, ``batch`` sequences at once.
@@ -136,6 +138,7 @@ def llm(
     user = {k: int(v) for k, v in (dims or {}).items()}  # type: ignore[call-overload]  # dims are user values: int() checks them
     cache = find_cache(proto, kv_dims, user)
     platform = platform if isinstance(platform, Platform) else load_platform(platform)
+    chosen = runtime_for(platform, runtime, fusion)  # loaded once, checked before any phase runs
 
     plan = whatif or WhatIf()
     if precision is not None:
@@ -143,7 +146,7 @@ def llm(
 
     def run(new: int, past: int) -> Analysis:
         bound = {**cache.dims(batch, new, past), **{k: v for k, v in user.items() if k not in _roles(cache)}}
-        return analyze(file, platform, bound, whatif=plan, fusion=fusion, shapes=shapes)
+        return analyze(file, platform, bound, whatif=plan, fusion=fusion, shapes=shapes, runtime=chosen)
 
     prefill = run(prompt, 0)
     first, last = prompt, prompt + generate - 1

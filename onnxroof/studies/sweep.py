@@ -32,6 +32,7 @@ from onnxroof.load.dims import parse_dim_bindings, shape_bindings, symbolic_dims
 from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
+from onnxroof.runtime import Runtime, runtime_for
 
 AXIS_PRECISION = "precision"
 """The :attr:`Sweep.axis` of a precision sweep (a dim sweep's axis is ``"dim"``)."""
@@ -110,6 +111,7 @@ def sweep(
     precisions: Sequence[str] = (),
     precision: str | None = None,
     fusion: str | None = None,
+    runtime: str | os.PathLike[str] | Runtime | None = None,
     strict: bool = False,
     whatif: WhatIf | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
@@ -125,6 +127,7 @@ def sweep(
         platform lacks a precision; :class:`~onnxroof.core.errors.DimsError` on a value that is not a positive integer.
     """
     target = platform if isinstance(platform, Platform) else load_platform(platform)
+    runtime = runtime_for(target, runtime, fusion)  # checked before any point runs, loaded once
     fixed: dict[str, object] = dict(dims or {})
     file = read_file(model)  # read once: every point binds a copy
     proto = file.model
@@ -141,7 +144,8 @@ def sweep(
             target.peak(precision)
         point = replace(plan, precision=precision)
         analyses = [
-            analyze(file, target, {**fixed, dim: value}, whatif=point, strict=strict, fusion=fusion) for value in swept
+            analyze(file, target, {**fixed, dim: value}, whatif=point, strict=strict, fusion=fusion, runtime=runtime)
+            for value in swept
         ]
         axis, parameter = AXIS_DIM, dim
     elif precisions:
@@ -150,7 +154,15 @@ def sweep(
             target.peak(str(name))  # PlatformError names what the platform has, before any analysis
         per_sample = False
         analyses = [
-            analyze(file, target, fixed, whatif=replace(plan, precision=str(name)), strict=strict, fusion=fusion)
+            analyze(
+                file,
+                target,
+                fixed,
+                whatif=replace(plan, precision=str(name)),
+                strict=strict,
+                fusion=fusion,
+                runtime=runtime,
+            )
             for name in swept
         ]
         axis, parameter, precision = AXIS_PRECISION, AXIS_PRECISION, None

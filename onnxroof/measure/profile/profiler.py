@@ -97,6 +97,7 @@ def profile(
     wall_budget_s: float = 1.0,
     fusion: str | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    runtime: str | os.PathLike[str] | None = None,
 ) -> ProfileResult:
     """Run ``model`` in onnxruntime and compare onnxroof's prediction on ``platform`` with what it measured.
 
@@ -104,7 +105,7 @@ def profile(
     ``onnxroof calibrate`` is what makes the comparison meaningful); ``dims`` binds symbolic input dims (also
     fixed in the onnxruntime session); ``threads`` defaults to the platform's measured thread count, else every
     CPU; ``profiled_runs`` runs are profiled (fewer if they would take over 3 s) and unprofiled runs are timed
-    for ``wall_budget_s``; ``fusion`` overrides the platform's fusion profile.
+    for ``wall_budget_s``; ``fusion`` overrides the platform's fusion profile, ``runtime`` its runtime.
     """
     import onnxruntime as ort
 
@@ -115,7 +116,7 @@ def profile(
 
     target = platform if isinstance(platform, Platform) else load_platform(platform)
     path = Path(model)
-    analysis = analyze(path, platform=target, dims=dims, shapes=shapes, fusion=fusion)
+    analysis = analyze(path, platform=target, dims=dims, shapes=shapes, fusion=fusion, runtime=runtime)
     bound = {k: int(v) for k, v in analysis.model.dims.items()}
     chosen_threads = threads or _platform_threads(target) or default_threads()
     feeds = random_inputs(analysis.model.inputs)
