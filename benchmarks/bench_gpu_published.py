@@ -1,6 +1,6 @@
 """onnxroof's GPU time models against published TensorRT measurements (MLPerf Inference, NVIDIA's submissions).
 
-``python benchmarks/bench_gpu_published.py [--measurements PATH] [--rows ID,ID] [--json PATH] [--work DIR]``
+``python benchmarks/bench_gpu_published.py [--measurements PATH] [--rows ID,ID] [--json PATH] [--work DIR] [--fit]``
 
 Reads the measurements (``benchmarks/gpu_measurements.toml``: model, batch, precision, runtime, GPU, the bundled
 platform, the measured SingleStream latency or Offline throughput, the source), builds each model once with
@@ -12,13 +12,16 @@ platform, the measured SingleStream latency or Offline throughput, the source), 
 * ``gpu``: the shape-aware GPU model (issue 22), when the installed onnxroof has one (a column of ``–``
   otherwise).
 
-How a row is asked: ``analyze(model, platform, dims={"N": batch, "S": 384}, whatif=WhatIf(precision="int8"))``
+How a row is asked: ``analyze(model, platform, dims={"N": batch, "S": SEQUENCE}, whatif=WhatIf(precision="int8"))``
+(``S`` for BERT only: :data:`SEQUENCE`, SQuAD's mean unpadded length, as NVIDIA's harness runs it)
 (the ``--precision int8`` what-if: every tensor restated as int8, as NVIDIA's INT8 engines run with calibrated
 per-tensor scales; the graphs are float32 without Q/DQ nodes). When the installed onnxroof has runtime profiles
 (``onnxroof.runtime``), a row whose harness replays a CUDA graph (``cuda_graph = true``) runs under
 :data:`RUNTIME_GRAPH` and the others under :data:`RUNTIME_KERNEL`; otherwise under the platform's default.
 
-Figures compared (nothing is fitted, per row or otherwise):
+Figures compared (nothing is fitted per row; one constant per GPU generation, the library kernels' fixed cycles on
+Volta and Turing, is fitted by ``--fit`` on the declared training split, :func:`training_ids`, and the summary
+reports the held-out rows apart from all rows):
 
 * SingleStream: predicted latency = the analysis's latency (``totals.latency_s``), against the mean latency.
 * Offline: predicted throughput = ``batch / predicted latency of one batch``, against samples/s.
@@ -65,7 +68,11 @@ real length of SQuAD v1.1 at max_seq_length 384, [derived] 384 × (1 − 0.54) =
 padding accounts for 54% of the total input tokens when the max sequence length is 384" (Krell et al.'s
 padding-removal study, https://openreview.net/forum?id=3nzKUh9a4M, abstract). Caveats: the paper does not say
 which split (train or dev) it counted; attention's S² work at the mean length is below the mean of S² over the
-samples (E[S²] ≥ E[S]²), so the attention share is slightly under-counted."""
+samples (E[S²] ≥ E[S]²), so the attention share is slightly under-counted. That the harness removes the padding
+in every scenario: NVIDIA's MLPerf v1.1 BERT README, "Variable Sequence Lengths: We truncate the padded part of the
+input sequences and concatenate the truncated sequences when forming a batch"
+(https://github.com/mlcommons/inference_results_v1.1/blob/7fc43356c4d71ed6ec97af9d035a34ed146587b8/closed/NVIDIA/
+code/bert/tensorrt/README.md; its one network builder, bert_var_seqlen.py, serves every scenario)."""
 RUNTIME_GRAPH = "tensorrt-cudagraph"
 RUNTIME_KERNEL = "tensorrt"
 TIME_MODELS = ("roofline", "gpu")
