@@ -220,7 +220,7 @@ def fit_library_cycles(rows: list[dict[str, Any]], work: Path = WORK) -> dict[st
             continue
         scores = []
         for cycles in FIT_GRID:
-            model = {"gpu": GpuTime(library_cycles={generation: float(cycles)})}
+            model = {"gpu": GpuTime(library_cycles=((generation, float(cycles)),))}
             errors = [predict_row(r, paths[r["shape"]], model)["pred"]["gpu"]["error"] for r in picked]
             scores.append((statistics.median(abs(e) for e in errors), cycles))
         best, cycles = min(scores)

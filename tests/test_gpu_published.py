@@ -221,7 +221,7 @@ def test_the_fit_uses_training_rows_only_and_picks_the_grids_best(
     train = [r for r in picked if r["id"] != "xavier-resnet50-ss"]
 
     def median_error(c: float) -> float:
-        model = {"gpu": GpuTime(library_cycles={"volta": c})}
+        model = {"gpu": GpuTime(library_cycles=(("volta", c),))}
         errors = [
             abs(bench.predict_row(r, gpu_models.build(r["shape"], folder), model)["pred"]["gpu"]["error"])
             for r in train

@@ -183,7 +183,8 @@ def test_fixed_kernel_times_are_cycles_at_the_platforms_clock(tmp_path: Path) ->
     volta = load_platform("xavier").gpu
     assert volta is not None and volta.tensor_cores == "volta"
     assert GPU.latencies(volta)[1] == pytest.approx(gpu_model.LIBRARY_CYCLES_BY_GENERATION["volta"] / 1.377e9)
-    assert GpuTime(library_cycles={"ampere": 1000.0}).latencies(fast.gpu)[1] == pytest.approx(1e-6)
+    assert GpuTime(library_cycles=(("ampere", 1000.0),)).latencies(fast.gpu)[1] == pytest.approx(1e-6)
+    assert hash(GpuTime(library_cycles=(("ampere", 1000.0),))) is not None  # a model may key a cache
     assert NO_LATENCY.latencies(slow.gpu) == (0.0, 0.0)
     assert "library_latency_cycles_volta" in GPU.constants()
 

@@ -266,21 +266,21 @@ class GpuTime:
     Launches are the runtime's (``Roofs.launch_s`` per launch, the run's one-off cost added by placement). The
     fixed kernel times are counted in cycles at the platform's clock (:meth:`latencies`); ``transfer_latency_s``
     and ``library_latency_s``, when given, replace them with fixed seconds on every GPU (the H200 kernel fit
-    sweeps them); ``library_cycles``, when given, replaces :data:`LIBRARY_CYCLES_BY_GENERATION` (the published
-    rows' fit sweeps it).
+    sweeps them); ``library_cycles``, ``(generation, cycles)`` pairs (hashable, as the model is), when given,
+    replaces :data:`LIBRARY_CYCLES_BY_GENERATION` (the published rows' fit sweeps it).
     """
 
     name: str = "gpu"
     transfer_latency_s: float | None = None
     library_latency_s: float | None = None
-    library_cycles: Mapping[str, float] | None = None
+    library_cycles: tuple[tuple[str, float], ...] | None = None
 
     def latencies(self, gpu: GpuSpec) -> tuple[float, float]:
         """The fixed times ``(t_transfer, t_library)`` of a streaming and a library kernel on ``gpu``:
         ``t = cycles / f`` with ``f`` its boost clock, ``cycles`` :data:`TRANSFER_LATENCY_CYCLES` and the
         generation's entry of :data:`LIBRARY_CYCLES_BY_GENERATION` (else :data:`LIBRARY_LATENCY_CYCLES`); a time
         given in seconds is taken as given."""
-        by_generation = LIBRARY_CYCLES_BY_GENERATION if self.library_cycles is None else self.library_cycles
+        by_generation = LIBRARY_CYCLES_BY_GENERATION if self.library_cycles is None else dict(self.library_cycles)
         cycles = by_generation.get(gpu.tensor_cores, LIBRARY_LATENCY_CYCLES)
         transfer = (
             TRANSFER_LATENCY_CYCLES / gpu.clock_hz if self.transfer_latency_s is None else self.transfer_latency_s
