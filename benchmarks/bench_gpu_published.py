@@ -192,8 +192,9 @@ FIT_GENERATIONS = ("volta", "turing")
 """Tensor-core generations whose library kernels' fixed cost (cycles) is fitted on the training rows: Volta and
 Turing, where the H200-fitted cost does not carry (docs/accuracy.md: measured time per ResNet-50 kernel 33 µs on
 Xavier, 18 µs on T4, against 6–11 µs on Ampere and Ada). Ampere, Ada and Hopper keep the H200 kernels' figure (an
-independent fit); tried on the training rows only, Ada's 3 training rows (all Offline, two of them missing their
-NMS or padding work) asked for 72,000 cycles, a fit to unrelated misses, so it is not fitted."""
+independent fit); tried on the training rows only, Ada's 3 training rows (all Offline, batch 2–32, where a fixed
+kernel cost hardly matters) asked for 72,000 cycles, a fit to RetinaNet's missing NMS and BERT's miss rather than
+to a kernel cost, and Ampere's 9 asked for 6,000 (near the H200's 8,052), so neither is fitted."""
 FIT_GRID = tuple(range(2000, 80001, 2000))
 """Cycles tried for each generation (2,000 to 80,000 in steps of 2,000)."""
 
