@@ -308,8 +308,9 @@ def test_sarif_output_validates(runs) -> None:
 def test_baseline_gate(folder: Path) -> None:
     same = invoke(folder, "check", CNN, "-d", "batch=1", "--baseline", "base.json")
     assert same.exit_code == 0 and "latency change vs baseline" in same.stdout
+    # batch 4 (+18% on xavier): at batch 2 the tiny CNN's kernels are mostly their fixed cost (+4.6%)
     slower = invoke(
-        folder, "check", CNN, "-d", "batch=2", "--baseline", "base.json", "--fail-if-slower", "5%", "-f", "json"
+        folder, "check", CNN, "-d", "batch=4", "--baseline", "base.json", "--fail-if-slower", "5%", "-f", "json"
     )
     assert slower.exit_code == 1
     (row,) = [r for r in json.loads(slower.stdout)["models"][0]["limits"] if r["key"] == "max_slowdown"]

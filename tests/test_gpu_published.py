@@ -181,3 +181,52 @@ def test_script_predicts_two_rows(rows: list[dict], folder: Path) -> None:
     summary = bench.summary(predicted, models)["roofline"]
     assert summary["rows"] == 2
     assert summary["median_abs_error"] == pytest.approx((abs(p["error"]) + abs(q["error"])) / 2)
+
+
+def test_the_training_split_is_every_other_row_by_id_within_each_platform() -> None:
+    rows = [{"id": i, "platform": p} for p, i in [("a", "a3"), ("a", "a1"), ("b", "b1"), ("a", "a2"), ("b", "b2")]]
+    # a: a1 a2 a3 → a1, a3 train; b: b1 b2 → b1 train
+    assert bench.training_ids(rows) == {"a1", "a3", "b1"}
+
+
+def test_the_held_out_summary_leaves_the_training_rows_out() -> None:
+    def row(i: str, error: float) -> dict:
+        return {"id": i, "platform": "p", "pred": {"gpu": {"error": error}}}
+
+    rows = [row("r1", 0.5), row("r2", 0.1), row("r3", -0.9), row("r4", -0.3)]  # r1, r3 train
+    held = bench.summary(rows, ["gpu"], held_out=True)["gpu"]
+    assert held["rows"] == 2 and held["median_abs_error"] == pytest.approx(0.2) and held["within_20"] == 0.5
+    assert bench.summary(rows, ["gpu"])["gpu"]["rows"] == 4
+    assert bench.summary(rows, ["gpu"])["gpu"]["median_abs_error"] == pytest.approx(0.4)
+
+
+def test_bert_runs_at_squads_mean_unpadded_length() -> None:
+    # 54% of SQuAD v1.1's tokens are padding at max_seq_length 384: 384 × 0.46 = 176.6
+    assert bench.SEQUENCE == round(bench.SEQUENCE_MAX * (1 - 0.54)) == 177
+
+
+def test_the_fit_uses_training_rows_only_and_picks_the_grids_best(
+    rows: list[dict], folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxroof.roofline.gpu import GpuTime
+
+    ids = ("xavier-resnet18-torch2trt", "xavier-resnet50-ss", "xavier-resnet50-torch2trt")
+    picked = [r for r in rows if r["id"] in ids]
+    # sorted by id: resnet18-torch2trt (train), resnet50-ss (held out), resnet50-torch2trt (train)
+    assert bench.training_ids(picked) == {"xavier-resnet18-torch2trt", "xavier-resnet50-torch2trt"}
+    monkeypatch.setattr(bench, "FIT_GENERATIONS", ("volta",))
+    monkeypatch.setattr(bench, "FIT_GRID", (2000, 40000))
+    cycles, error, count = bench.fit_library_cycles(picked, folder)["volta"]
+    assert count == 2
+    train = [r for r in picked if r["id"] != "xavier-resnet50-ss"]
+
+    def median_error(c: float) -> float:
+        model = {"gpu": GpuTime(library_cycles=(("volta", c),))}
+        errors = [
+            abs(bench.predict_row(r, gpu_models.build(r["shape"], folder), model)["pred"]["gpu"]["error"])
+            for r in train
+        ]
+        return sorted(errors)[0] / 2 + sorted(errors)[1] / 2
+
+    assert error == pytest.approx(median_error(cycles))
+    assert error <= median_error(2000 if cycles == 40000 else 40000)

@@ -18,6 +18,7 @@ from onnxroof.core.errors import PlatformError
 from onnxroof.core.gemm import GemmShape
 from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import bundled_platforms, load_platform
+from onnxroof.roofline import gpu as gpu_model
 from onnxroof.roofline.gpu import GPU, GpuTime, time_model_for
 from onnxroof.roofline.place import ROOFLINE, Work, floats, place
 from onnxroof.runtime import load_runtime
@@ -151,10 +152,41 @@ def test_memory_rows_stream_from_l2_when_they_fit_else_from_dram(tmp_path: Path)
     platform = toy(tmp_path, l2_bytes_per_clock=1000)
     small = place(work([(None, 0.0)], bytes_=400e3), platform, GPU)
     large = place(work([(None, 0.0)], bytes_=4e6), platform, GPU)
-    latency = GPU.transfer_latency_s
+    assert platform.gpu is not None
+    latency = GPU.latencies(platform.gpu)[0]  # cycles at the toy's clock
     assert small.t_memory_s[0] == pytest.approx(400e3 / 1e12 + latency, rel=1e-12)
     assert large.t_memory_s[0] == pytest.approx(4e6 / 100e9 + latency, rel=1e-12)
     assert large.bound[0] == Bound.MEMORY
+
+
+def test_fixed_kernel_times_are_cycles_at_the_platforms_clock(tmp_path: Path) -> None:
+    # the toy at 1 GHz; the same chip at 0.5 GHz pays twice the time for the same cycles
+    fast = toy(tmp_path)
+    slow_path = tmp_path / "slow.toml"
+    slow_path.write_text(
+        (GPU_TOML % 1e9)
+        .replace('"toygpu"', '"slowgpu"')
+        .replace("boost_clock_ghz = { value = 1,", "boost_clock_ghz = { value = 0.5,"),
+        encoding="utf-8",
+    )
+    slow = load_platform(slow_path)
+    assert fast.gpu is not None and slow.gpu is not None
+    transfer, library = GPU.latencies(fast.gpu)
+    assert transfer == pytest.approx(gpu_model.TRANSFER_LATENCY_CYCLES / 1e9)  # 1.5 µs × 1.83 GHz = 2745 cycles
+    assert transfer == pytest.approx(1.5e-6 * 1.83e9 / 1e9)
+    assert library == pytest.approx(4.4e-6 * 1.83e9 / 1e9)  # ampere: the H200 kernels' figure
+    assert GPU.latencies(slow.gpu) == pytest.approx((2 * transfer, 2 * library))
+    # on the H200 the cycles give back the fitted seconds
+    h200 = load_platform("h200").gpu
+    assert h200 is not None and GPU.latencies(h200) == pytest.approx((1.5e-6, 4.4e-6))
+    # a generation with its own fitted cycles (Volta) pays them; given seconds are taken as given
+    volta = load_platform("xavier").gpu
+    assert volta is not None and volta.tensor_cores == "volta"
+    assert GPU.latencies(volta)[1] == pytest.approx(gpu_model.LIBRARY_CYCLES_BY_GENERATION["volta"] / 1.377e9)
+    assert GpuTime(library_cycles=(("ampere", 1000.0),)).latencies(fast.gpu)[1] == pytest.approx(1e-6)
+    assert hash(GpuTime(library_cycles=(("ampere", 1000.0),))) is not None  # a model may key a cache
+    assert NO_LATENCY.latencies(slow.gpu) == (0.0, 0.0)
+    assert "library_latency_cycles_volta" in GPU.constants()
 
 
 def test_launches_are_the_runtimes_else_the_platforms(tmp_path: Path) -> None:
@@ -302,7 +334,7 @@ def test_reports_say_which_time_model_launch_mode_and_constants(tmp_path: Path) 
     assert json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))["time_model"]["launch_mode"] == "cuda-graph"
     assert runner.invoke(app, [*base, "-f", "html", "-o", str(tmp_path / "r.html")]).exit_code == 0
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
-    assert "Time model</dt>" in html and "transfer_latency_s" in html
+    assert "Time model</dt>" in html and "transfer_latency_cycles" in html
 
 
 def test_a_bad_time_model_is_refused_with_one_line() -> None:

@@ -95,15 +95,46 @@ L2_FIT_SHARE = 0.5
 other half holds what else is live)."""
 
 TRANSFER_LATENCY_S = 1.5e-6
-"""[fitted] A streaming kernel's fixed device time (first DRAM round trip, grid launch and drain): fitted on the
-even streaming rows (elementwise, reduction, norm, softmax) of benchmarks/data/gpu/kernels.csv (NVIDIA H200, run
-1 of 2026-11-26) by benchmarks/fit_gpu_kernels.py, the 0.1 µs grid value that minimizes their median |error|;
-the odd rows are the held-out check (docs/accuracy.md)."""
+"""[fitted] A streaming kernel's fixed device time on the H200 (first DRAM round trip, grid launch and drain):
+fitted on the even streaming rows (elementwise, reduction, norm, softmax) of benchmarks/data/gpu/kernels.csv
+(NVIDIA H200, run 1 of 2026-11-26) by benchmarks/fit_gpu_kernels.py, the 0.1 µs grid value that minimizes their
+median |error|; the odd rows are the held-out check (docs/accuracy.md). Applied in cycles
+(:data:`TRANSFER_LATENCY_CYCLES`)."""
 
 LIBRARY_LATENCY_S = 4.4e-6
-"""[fitted] A library kernel's fixed device time (:data:`LIBRARY_CLASSES`: prologue, epilogue, split-K
-reduction): fitted as :data:`TRANSFER_LATENCY_S` on the even GEMM, GEMV, batched-GEMM, convolution and SDPA rows
-of the H200 kernels; the odd rows are the held-out check."""
+"""[fitted] A library kernel's fixed device time on the H200 (:data:`LIBRARY_CLASSES`: prologue, epilogue,
+split-K reduction): fitted as :data:`TRANSFER_LATENCY_S` on the even GEMM, GEMV, batched-GEMM, convolution and
+SDPA rows of the H200 kernels; the odd rows are the held-out check. Applied in cycles
+(:data:`LIBRARY_LATENCY_CYCLES`)."""
+
+FIT_CLOCK_HZ = 1.83e9
+"""The clock of the GPU the two fixed times were fitted on: platform ``h200``'s ``boost_clock_ghz`` (1.83 GHz,
+[derived] from its dense FP16 peak, platforms/h200.toml)."""
+
+TRANSFER_LATENCY_CYCLES = TRANSFER_LATENCY_S * FIT_CLOCK_HZ
+"""[derived] 1.5 µs × 1.83 GHz = 2745 cycles: a kernel's fixed cost is counted in GPU clocks (grid launch, the
+CTAs' prologue, the drain of the last wave and the grid's completion are steps of the SM and front-end clock), so
+a lower-clocked GPU pays more time: ``t_lat = cycles / f`` with ``f`` the platform's ``boost_clock_ghz``."""
+
+LIBRARY_LATENCY_CYCLES = LIBRARY_LATENCY_S * FIT_CLOCK_HZ
+"""[derived] 4.4 µs × 1.83 GHz = 8052 cycles, the library kernels' fixed cost in cycles (as
+:data:`TRANSFER_LATENCY_CYCLES`); the default for every tensor-core generation that
+:data:`LIBRARY_CYCLES_BY_GENERATION` does not name."""
+
+LIBRARY_CYCLES_BY_GENERATION: Mapping[str, float] = MappingProxyType({"volta": 22000.0, "turing": 16000.0})
+"""[fitted] Library kernels' fixed cost in cycles per tensor-core generation where it differs from
+:data:`LIBRARY_LATENCY_CYCLES`: Volta (Jetson AGX Xavier, Xavier NX) 22,000 cycles (16 µs at 1.377 GHz), Turing
+(T4) 16,000 cycles (10 µs at 1.59 GHz), each the value of a 2,000-cycle grid minimizing the median |error| of the
+``gpu`` model over that generation's **training** rows of benchmarks/gpu_measurements.toml (the declared split,
+``benchmarks/bench_gpu_published.py`` ``training_ids``: per platform, every other row by id; ``--fit`` reruns
+it); the other rows are held out and reported apart (docs/accuracy.md). What the cycles stand for is not
+established: the measured per-kernel time of batch-1 TensorRT INT8 engines on these GPUs (ResNet-50: 33 µs per
+kernel on Xavier, 18 µs on T4) is 2–3× what the H200-fitted cost and the tile model give."""
+LIBRARY_CYCLES_SOURCE = (
+    "[fitted] on the training rows of benchmarks/gpu_measurements.toml (bench_gpu_published.py --fit; "
+    "every other row per platform, the rest held out)"
+)
+"""Where :data:`LIBRARY_CYCLES_BY_GENERATION` comes from, as reports show it."""
 
 CONSTANT_SOURCES: Mapping[str, str] = MappingProxyType(
     {
@@ -113,8 +144,10 @@ CONSTANT_SOURCES: Mapping[str, str] = MappingProxyType(
         "min_split_steps": f"{MIN_SPLIT_STEPS}: assumed",
         "l2_bytes_per_clock_per_sm": f"{L2_BYTES_PER_CLOCK_PER_SM:.1f}: [derived] A100 whitepaper 5120 B/clk ÷ 108 SMs",
         "l2_fit_share": f"{L2_FIT_SHARE}: assumed",
-        "transfer_latency_s": f"{TRANSFER_LATENCY_S:g}: [fitted] on the even streaming rows of the H200 kernels",
-        "library_latency_s": f"{LIBRARY_LATENCY_S:g}: [fitted] on the even library rows of the H200 kernels",
+        "transfer_latency_cycles": f"{TRANSFER_LATENCY_CYCLES:.0f}: [derived] {TRANSFER_LATENCY_S:g} s fitted on the "
+        f"even streaming rows of the H200 kernels × {FIT_CLOCK_HZ / 1e9:g} GHz",
+        "library_latency_cycles": f"{LIBRARY_LATENCY_CYCLES:.0f}: [derived] {LIBRARY_LATENCY_S:g} s fitted on the even "
+        f"library rows of the H200 kernels × {FIT_CLOCK_HZ / 1e9:g} GHz",
         "small_tile_multiple": f"{SMALL_TILE_MULTIPLE}: assumed, the n8 of mma.m16n8k16 (PTX ISA)",
     }
 )
@@ -230,31 +263,49 @@ def stream_time(moved: Floats, cold: Floats, dram: Floats, gpu: GpuSpec, l2_band
 class GpuTime:
     """The ``gpu`` time model (module docstring); the default for ``kind = "gpu"`` platforms.
 
-    Launches are the runtime's (``Roofs.launch_s`` per launch, the run's one-off cost added by placement);
-    ``transfer_latency_s``: :data:`TRANSFER_LATENCY_S` (streaming kernels), ``library_latency_s``:
-    :data:`LIBRARY_LATENCY_S` (GEMM-library kernels: the classes of :data:`LIBRARY_CLASSES`).
+    Launches are the runtime's (``Roofs.launch_s`` per launch, the run's one-off cost added by placement). The
+    fixed kernel times are counted in cycles at the platform's clock (:meth:`latencies`); ``transfer_latency_s``
+    and ``library_latency_s``, when given, replace them with fixed seconds on every GPU (the H200 kernel fit
+    sweeps them); ``library_cycles``, ``(generation, cycles)`` pairs (hashable, as the model is), when given,
+    replaces :data:`LIBRARY_CYCLES_BY_GENERATION` (the published rows' fit sweeps it).
     """
 
     name: str = "gpu"
-    transfer_latency_s: float = TRANSFER_LATENCY_S
-    library_latency_s: float = LIBRARY_LATENCY_S
+    transfer_latency_s: float | None = None
+    library_latency_s: float | None = None
+    library_cycles: tuple[tuple[str, float], ...] | None = None
+
+    def latencies(self, gpu: GpuSpec) -> tuple[float, float]:
+        """The fixed times ``(t_transfer, t_library)`` of a streaming and a library kernel on ``gpu``:
+        ``t = cycles / f`` with ``f`` its boost clock, ``cycles`` :data:`TRANSFER_LATENCY_CYCLES` and the
+        generation's entry of :data:`LIBRARY_CYCLES_BY_GENERATION` (else :data:`LIBRARY_LATENCY_CYCLES`); a time
+        given in seconds is taken as given."""
+        by_generation = LIBRARY_CYCLES_BY_GENERATION if self.library_cycles is None else dict(self.library_cycles)
+        cycles = by_generation.get(gpu.tensor_cores, LIBRARY_LATENCY_CYCLES)
+        transfer = (
+            TRANSFER_LATENCY_CYCLES / gpu.clock_hz if self.transfer_latency_s is None else self.transfer_latency_s
+        )
+        library = cycles / gpu.clock_hz if self.library_latency_s is None else self.library_latency_s
+        return transfer, library
 
     def constants(self) -> dict[str, str]:
         """Each constant this model assumed, as ``"value: source"``."""
-        return {
-            **CONSTANT_SOURCES,
-            "transfer_latency_s": CONSTANT_SOURCES["transfer_latency_s"]
-            if self.transfer_latency_s == TRANSFER_LATENCY_S
-            else f"{self.transfer_latency_s:g}: given by the caller",
-            "library_latency_s": CONSTANT_SOURCES["library_latency_s"]
-            if self.library_latency_s == LIBRARY_LATENCY_S
-            else f"{self.library_latency_s:g}: given by the caller",
-        }
+        out = dict(CONSTANT_SOURCES)
+        for generation, cycles in sorted(LIBRARY_CYCLES_BY_GENERATION.items()):
+            out[f"library_latency_cycles_{generation}"] = f"{cycles:.0f}: {LIBRARY_CYCLES_SOURCE}"
+        if self.transfer_latency_s is not None:
+            out["transfer_latency_s"] = f"{self.transfer_latency_s:g}: given by the caller"
+        if self.library_latency_s is not None:
+            out["library_latency_s"] = f"{self.library_latency_s:g}: given by the caller"
+        if self.library_cycles is not None:
+            out["library_cycles"] = f"{dict(self.library_cycles)}: given by the caller"
+        return out
 
     def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times:
         """Times per row (module docstring), with ``e`` the op-class efficiency and ``P``, ``W`` the roofs:
 
-        * ``t_lat``: ``library_latency_s`` for the classes of :data:`LIBRARY_CLASSES`, else ``transfer_latency_s``;
+        * ``t_lat``: the library time for the classes of :data:`LIBRARY_CLASSES`, else the transfer time, both
+          from :meth:`latencies` (cycles ÷ clock);
         * tiled rows: ``t_compute = max(t_tiles, F / (e·u·P)) + t_lat`` (:func:`tile_time`); CUDA-core rows:
           ``t_compute = F / (e·P_fp32) + t_lat`` (:func:`cuda_core_time`); other rows ``F / (e·u·P) + t_lat``;
         * ``t_memory = t_stream / e + t_lat`` with ``t_stream`` from :func:`stream_time`;
@@ -283,7 +334,8 @@ class GpuTime:
         classes = work.op_class.astype(str)
         on_cores = few_channels | np.isin(classes, list(CUDA_CORE_CLASSES))
         untiled = np.where(on_cores, cores, roofline_compute)
-        latency = np.where(np.isin(classes, list(LIBRARY_CLASSES)), self.library_latency_s, self.transfer_latency_s)
+        transfer_s, library_s = self.latencies(gpu)
+        latency = np.where(np.isin(classes, list(LIBRARY_CLASSES)), library_s, transfer_s)
         compute = np.where(tiled, np.maximum(tiles, roofline_compute), untiled) + latency
         stream = stream_time(work.bytes, work.cold_bytes, roofs.bandwidth, gpu, l2_bandwidth)
         memory = stream / e + latency
