@@ -97,20 +97,14 @@ def test_merged_and_unmerged_optimum_decoders_agree() -> None:
     merged, plain = _optimum("decoder_model_merged.onnx"), _optimum("model.onnx")
     # time per token: the cache branch runs the same kernels as model.onnx (785 vs 506 µs before bodies were fused)
     assert merged.tpot_s == pytest.approx(plain.tpot_s, rel=0.02)
-    # time to first token: the merged file's no-cache branch lacks the four Concat(past, new) of model.onnx, which
-    # concatenate a zero-length past at the prefill; with those kernels set aside, the two are within 2% (1.94
-    # vs 0.96 ms before); as predicted, merged is faster by exactly those copies
+    # time to first token within 2% (the target; 1.94 vs 0.96 ms before bodies were fused); the merged
+    # file's no-cache branch lacks the four Concat(past, new) of model.onnx, which concatenate a zero-length past
+    # at the prefill, so merged is never the slower
     prefill = plain.analyses[0]
-    past = set(plain.cache.past)
-    concat_s = sum(
-        k.latency_s
-        for k in prefill.kernels
-        if k.op_types == ("Concat",) and any(t is not None and t.name in past for t in prefill.op(k.node_ids[0]).inputs)
-    )
     assert len([k for k in prefill.kernels if k.op_types == ("Concat",)]) - 4 == len(
         [k for k in merged.analyses[0].kernels if k.op_types == ("Concat",)]
     )
-    assert merged.ttft_s == pytest.approx(plain.ttft_s - concat_s, rel=0.02)
+    assert merged.ttft_s == pytest.approx(plain.ttft_s, rel=0.02)
     assert merged.ttft_s < plain.ttft_s
 
 
