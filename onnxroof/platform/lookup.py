@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import lru_cache
-from importlib.resources import files
 from pathlib import Path
 from types import MappingProxyType
 
+from onnxroof.core.bundled import bundled_bytes, bundled_names, looks_like_path
 from onnxroof.core.errors import PlatformError
 from onnxroof.platform.model import Platform
 from onnxroof.platform.parse import parse_platform
@@ -22,7 +22,7 @@ def load_platform(name_or_path: str | os.PathLike[str]) -> Platform:
     A string counts as a path when it ends in ``.toml`` or contains a path separator; anything else is
     looked up among the bundled platforms, and an unknown name raises :class:`PlatformError` listing them.
     """
-    if isinstance(name_or_path, os.PathLike) or _looks_like_path(name_or_path):
+    if isinstance(name_or_path, os.PathLike) or looks_like_path(name_or_path):
         path = Path(name_or_path)
         try:
             data = path.read_bytes()
@@ -41,28 +41,17 @@ def load_platform(name_or_path: str | os.PathLike[str]) -> Platform:
 
 def bundled_platform_names() -> tuple[str, ...]:
     """Names (file stems) of the bundled platform files, sorted."""
-    return _bundled_names()
+    return bundled_names(_BUNDLED_PACKAGE)
 
 
 def bundled_platforms() -> tuple[Platform, ...]:
     """Every bundled platform, loaded and validated, in name order."""
-    return tuple(_load_bundled(name) for name in _bundled_names())
-
-
-def _looks_like_path(text: str) -> bool:
-    seps = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
-    return text.lower().endswith(".toml") or any(sep in text for sep in seps)
-
-
-@lru_cache(maxsize=1)
-def _bundled_names() -> tuple[str, ...]:
-    root = files(_BUNDLED_PACKAGE)
-    return tuple(sorted(p.name[: -len(".toml")] for p in root.iterdir() if p.name.endswith(".toml")))
+    return tuple(_load_bundled(name) for name in bundled_names(_BUNDLED_PACKAGE))
 
 
 @lru_cache(maxsize=64)
 def _load_bundled(name: str) -> Platform:
-    data = files(_BUNDLED_PACKAGE).joinpath(f"{name}.toml").read_bytes()
+    data = bundled_bytes(_BUNDLED_PACKAGE, name)
     return _parse(data, label=f"platforms/{name}.toml", origin=f"bundled:{name}", stem=name)
 
 

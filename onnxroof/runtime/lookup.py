@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from importlib.resources import files
 from pathlib import Path
 from typing import Protocol
 
+from onnxroof.core.bundled import bundled_bytes, bundled_names, looks_like_path
 from onnxroof.core.errors import RuntimeProfileError
 from onnxroof.runtime.model import Runtime
 from onnxroof.runtime.parse import parse_runtime
@@ -22,7 +22,7 @@ def load_runtime(name_or_path: str | os.PathLike[str]) -> Runtime:
     A string counts as a path when it ends in ``.toml`` or contains a path separator; an unknown name raises
     :class:`RuntimeProfileError` listing the bundled ones.
     """
-    if isinstance(name_or_path, os.PathLike) or _looks_like_path(name_or_path):
+    if isinstance(name_or_path, os.PathLike) or looks_like_path(name_or_path):
         path = Path(name_or_path)
         try:
             data = path.read_bytes()
@@ -40,12 +40,12 @@ def load_runtime(name_or_path: str | os.PathLike[str]) -> Runtime:
 
 def runtime_names() -> tuple[str, ...]:
     """Names (file stems) of the bundled runtime files, sorted."""
-    return _bundled_names()
+    return bundled_names(_BUNDLED_PACKAGE)
 
 
 def bundled_runtimes() -> tuple[Runtime, ...]:
     """Every bundled runtime, loaded and validated, in name order."""
-    return tuple(_load_bundled(name) for name in _bundled_names())
+    return tuple(_load_bundled(name) for name in bundled_names(_BUNDLED_PACKAGE))
 
 
 class PlatformLike(Protocol):
@@ -116,18 +116,7 @@ def runtime_for(
     return chosen
 
 
-def _looks_like_path(text: str) -> bool:
-    seps = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
-    return text.lower().endswith(".toml") or any(sep in text for sep in seps)
-
-
-@lru_cache(maxsize=1)
-def _bundled_names() -> tuple[str, ...]:
-    root = files(_BUNDLED_PACKAGE)
-    return tuple(sorted(p.name[: -len(".toml")] for p in root.iterdir() if p.name.endswith(".toml")))
-
-
 @lru_cache(maxsize=64)
 def _load_bundled(name: str) -> Runtime:
-    data = files(_BUNDLED_PACKAGE).joinpath(f"{name}.toml").read_bytes()
+    data = bundled_bytes(_BUNDLED_PACKAGE, name)
     return parse_runtime(data, label=f"runtimes/{name}.toml", origin=f"bundled:{name}", stem=name)
