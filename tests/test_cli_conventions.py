@@ -17,7 +17,7 @@ from onnxroof.core.errors import DimsError
 from onnxroof.core.version import __version__
 from onnxroof.load.dims import parse_shape_bindings
 from onnxroof.rules import REGISTRY
-from tests.test_cli import CNN, invoke
+from test_cli import CNN, invoke
 
 REGISTERED = sorted(c.name or c.callback.__name__ for c in app.registered_commands)
 ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}

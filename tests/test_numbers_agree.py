@@ -26,7 +26,7 @@ from onnxroof.report.data import render_csv
 from onnxroof.report.diff_view import render_diff_console, render_diff_json
 from onnxroof.report.graph import netron_attachment
 from onnxroof.report.html import render_html
-from tests.test_cli import CNN, invoke
+from test_cli import CNN, invoke
 
 
 @pytest.fixture(scope="module")
