@@ -419,6 +419,37 @@ def _strip_weights(model_bytes: bytes) -> bytes:
     return model.SerializeToString()
 
 
+def run_models_folded(bench: Bench, clock: Clock, rows: list) -> None:
+    """The same torchvision models with each BatchNorm folded into its convolution (``torch.fx`` ``fuse``), as the
+    ONNX export and TensorRT fold it: CUDA-graph replays at batch 1 and 32 (mode ``cuda-graph-folded``). A model
+    that ``torch.fx`` cannot trace is skipped with a line."""
+    try:
+        import torchvision
+        from torch.fx.experimental.optimization import fuse
+    except ImportError:
+        return
+    dev = bench.device
+    dtype = torch.float16 if not bench.dry else torch.float32
+    size = 224 if not bench.dry else 64
+    for name in MODELS:
+        if clock.left() <= 0:
+            return
+        try:
+            folded = fuse(getattr(torchvision.models, name)(weights=None).eval())
+        except Exception as error:
+            print(f"fold {name}: {type(error).__name__}: {error}"[:200], flush=True)
+            continue
+        net = folded.to(dev, dtype).to(memory_format=torch.channels_last)
+        for batch in (1, 32) if not bench.dry else (1,):
+            xs = torch.randn(batch, 3, size, size, device=dev, dtype=dtype).to(memory_format=torch.channels_last)
+            with torch.inference_mode():
+                run = lambda: net(xs)  # noqa: B023, E731
+                t = _median_eager(run, True) if bench.dry else _median_graph(run)
+            rows.append({"model": name, "batch": batch, "dtype": "fp16", "mode": "cuda-graph-folded", "time_s": t,
+                         "onnx": f"{name}.onnx"})  # fmt: skip
+            print(f"folded {name} b{batch}: {t * 1e3:.3f} ms ({clock.left():.0f} s left)", flush=True)
+
+
 def run_models(bench: Bench, clock: Clock, rows: list, archive: tarfile.TarFile) -> None:
     try:
         import torchvision
@@ -609,6 +640,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget-s", type=float, default=330.0)
     parser.add_argument("--dry", action="store_true", help="run every path on the CPU, tiny and untimed")
+    parser.add_argument("--sections", help="comma-separated sections to run (default: all), e.g. models-folded")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     dry = args.dry or not torch.cuda.is_available()
@@ -626,6 +658,7 @@ def main() -> int:
         plan: list[tuple[str, Callable[[Clock], None]]] = [
             ("decoder", lambda c: run_decoder(bench, c, decoder)),
             ("models", lambda c: run_models(bench, c, models, archive)),
+            ("models-folded", lambda c: run_models_folded(bench, c, models)),
             ("gemm-bf16", lambda c: run_gemms(bench, c, kernels, ("bf16",))),
             ("conv", lambda c: run_convs(bench, c, kernels)),
             ("sdpa", lambda c: run_sdpa(bench, c, kernels)),
@@ -634,9 +667,13 @@ def main() -> int:
             ("int8", lambda c: int8_gemms(bench, c, kernels)),
             ("gemm-rest", lambda c: run_gemms(bench, c, kernels, ("fp16", "fp32", "tf32"))),
         ]
-        shares = {"decoder": 0.25, "models": 0.30, "gemm-bf16": 0.12, "conv": 0.25, "sdpa": 0.2, "pointwise": 0.2,
+        shares = {"decoder": 0.25, "models": 0.30, "models-folded": 0.3,
+                  "gemm-bf16": 0.12, "conv": 0.25, "sdpa": 0.2, "pointwise": 0.2,
                   "reductions": 0.2, "int8": 0.2, "gemm-rest": 1.0}  # fmt: skip
+        wanted = set(args.sections.split(",")) if args.sections else {name for name, _ in plan}
         for name, section in plan:
+            if name not in wanted:
+                continue
             sub = Clock(max(0.0, min(clock.left(), shares[name] * clock.left())))
             start = time.perf_counter()
             try:
