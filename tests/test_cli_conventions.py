@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_cli import CNN, invoke
 
 from onnxroof.cli import app
 from onnxroof.core.errors import DimsError
 from onnxroof.core.version import __version__
 from onnxroof.load.dims import parse_shape_bindings
 from onnxroof.rules import REGISTRY
-from test_cli import CNN, invoke
 
 REGISTERED = sorted(c.name or c.callback.__name__ for c in app.registered_commands)
 ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_cli import CNN, invoke
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.document import to_dict
@@ -26,7 +27,6 @@ from onnxroof.report.data import render_csv
 from onnxroof.report.diff_view import render_diff_console, render_diff_json
 from onnxroof.report.graph import netron_attachment
 from onnxroof.report.html import render_html
-from test_cli import CNN, invoke
 
 
 @pytest.fixture(scope="module")
