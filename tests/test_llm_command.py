@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import sys
 from dataclasses import replace
 from functools import cache
@@ -196,3 +197,19 @@ def test_cli_bad_input_exits_2_with_one_line() -> None:
     assert len(no_cache.output.strip().splitlines()) == 1
     bad = _cli("--kv-dims", "past")
     assert bad.exit_code == 2 and "ROLE=NAME" in bad.output
+
+
+def test_json_output_does_not_import_the_html_page() -> None:
+    """``onnxroof llm -f json`` (and the table, the CSV) never load jinja2 or :mod:`onnxroof.report.html`: the
+    page's machinery is imported by ``render_llm_html`` alone (~45 ms of every run otherwise). The probe runs the
+    command itself in a fresh interpreter, so an import added anywhere on its path fails here."""
+    model = LLM / "optimum_llama" / "model.onnx"
+    probe = (
+        "import sys; from onnxroof.cli import app\n"
+        f"app(['llm', {str(model)!r}, '-p', 'a100', '--prompt', '8', '--generate', '4', '-f', 'json'], "
+        "standalone_mode=False)\n"
+        "print('LOADED', *sorted(m for m in sys.modules if m in ('jinja2', 'onnxroof.report.html')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout[: done.stdout.rindex("LOADED")])["prompt"] == 8
+    assert done.stdout.rsplit("LOADED", 1)[1].split() == []

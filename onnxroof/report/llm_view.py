@@ -1,5 +1,8 @@
 """Views of an :class:`~onnxroof.studies.llm.LLMResult`: a terminal table, JSON, CSV (a row per analyzed step)
-and a self-contained HTML page in the report's design (:func:`render_llm_html`)."""
+and a self-contained HTML page in the report's design (:func:`render_llm_html`).
+
+The HTML page's machinery (jinja2, :mod:`onnxroof.report.html` and the measured overlay it pulls in: ~45 ms of
+imports) is imported by :func:`render_llm_html` when a page is rendered, not by the table, JSON or CSV."""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from markupsafe import Markup, escape
 from rich import box
 from rich.console import Console
@@ -19,7 +21,6 @@ from onnxroof.analysis.whatif import WEIGHT_ONLY_GROUP, WEIGHT_ONLY_SCALE_BYTES,
 from onnxroof.core.units import percent, seconds, si
 from onnxroof.platform.model import Platform
 from onnxroof.report.data import csv_text, dumps_document
-from onnxroof.report.html import kernel_label, render_html
 from onnxroof.report.runtimes import runtime_lines
 from onnxroof.studies.llm import LLMResult, PhasePoint
 
@@ -354,6 +355,8 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
 def _steps(result: LLMResult) -> list[dict[str, Any]]:
     """The analyzed steps with their slowest kernels named as the report names them (the anchor node's name and
     how many nodes it fused), so that two GroupQueryAttention kernels read as their layers."""
+    from onnxroof.report.html import kernel_label  # the HTML page's only: see the module docstring
+
     steps = []
     for point, analysis in zip((result.prefill, *result.decode), result.analyses, strict=True):
         nodes = {n.id: n for n in analysis.nodes}
@@ -446,6 +449,10 @@ def render_llm_html(result: LLMResult) -> str:
     with the LLM's figures set above it (time to first token, time per token, tokens/s per sequence and aggregate,
     the KV cache, memory, the batch search, the steps analyzed with their slowest kernels named by layer, time per
     token against context length). The added part has no script and no style: the page's CSP is unchanged."""
+    import jinja2  # the HTML page's only, with report.html: see the module docstring
+
+    from onnxroof.report.html import render_html
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE.parent),
         autoescape=True,
