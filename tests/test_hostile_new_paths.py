@@ -65,6 +65,8 @@ RUNTIME_CASES = {
     "huge schema": (RUNTIME.replace("schema = 1", "schema = 1e400"), "schema: must be 1"),
     "not TOML": ("\x00\xff[[[", "invalid TOML"),
     "empty": ("", "schema: missing required key"),
+    "arrays nested 100000 deep": ("x = " + "[" * 100_000 + "]" * 100_000, "invalid TOML: nested too deep"),
+    "integer of 5000 digits": ("schema = " + "9" * 5000, "invalid TOML: Exceeds the limit (4300 digits)"),
 }
 
 
@@ -406,3 +408,34 @@ def test_embed_layer_norm_with_a_rank_zero_table_is_malformed() -> None:
     )
     with pytest.raises(MalformedNode, match="embedding table 'in3' has rank 0"):
         cost_of(op)
+
+
+def test_a_baseline_nested_too_deep_is_one_line(tmp_path: Path) -> None:
+    base = tmp_path / "base.json"
+    base.write_text("[" * 100_000 + "]" * 100_000)
+    new = tmp_path / "new.json"
+    assert invoke("report", CNN, "-d", "batch=1", "-f", "json", "-o", new).exit_code == 0
+    _one_error_line(invoke("diff", base, new), str(base), "not JSON: nested too deep")
+
+
+def test_a_kernel_of_2_63_is_refused_before_onnx_shape_inference_can_abort(tmp_path: Path) -> None:
+    """fuzz_campaign seed 11 mutant 366: Conv(kernel_shape = 2**63 - 1) → Slice aborted the process inside
+    onnx's C++ shape inference (a negative dim reaching a clamp); now one line naming node and attribute."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], name="wide", kernel_shape=[2**63 - 1], strides=[128]),
+            helper.make_node("Slice", ["c", "st", "en", "ax"], ["y"]),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 100]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 1, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([v], np.int64), n) for v, n in ((0, "st"), (2, "en"), (2, "ax"))],
+    )
+    path = tmp_path / "wide.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    _one_error_line(
+        invoke("report", path, "-f", "json"), "node 'wide' (Conv): attribute 'kernel_shape' holds 9223372036854775807"
+    )
