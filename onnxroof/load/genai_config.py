@@ -110,7 +110,7 @@ def _typed(table: dict[str, Any], key: str, kind: type, path: Path) -> Any:
         return None
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ModelError(f"{path}: {key}: must be a {kind.__name__}, got {json.dumps(value)[:60]}")
-    if kind is int and not 0 < value < _INT_LIMIT:
+    if isinstance(value, int) and not isinstance(value, bool) and not 0 < value < _INT_LIMIT:
         raise ModelError(f"{path}: {key}: must be a positive integer below 2**63, got {str(value)[:60]}")
     return value
 
