@@ -16,7 +16,16 @@ from onnxroof.core.errors import MalformedNode
 from onnxroof.core.ir import OpView, TensorInfo
 from onnxroof.core.registry import Family
 from onnxroof.core.states import OpClass, RuleKind
-from onnxroof.rules._common import inputs_bytes, nbytes, out_numel, outputs_bytes, required_input, shape_of, streaming
+from onnxroof.rules._common import (
+    inputs_bytes,
+    nbytes,
+    out_numel,
+    outputs_bytes,
+    required_input,
+    shape_of,
+    shape_with_rank,
+    streaming,
+)
 from onnxroof.rules.attention import ROTARY_PER_ELEMENT, cache_rows_bytes, table_params
 
 FAMILY = Family("elementwise", OpClass.ELEMENTWISE)
@@ -132,11 +141,12 @@ rotary_embedding.__doc__ = "ai.onnx::RotaryEmbedding (opset 23): rotary position
 
 
 # --------------------------------------------------------------------------------------------- embeddings
-def _gathered(table: TensorInfo | None, rows: int) -> float:
-    """Bytes of ``rows`` gathered rows of an embedding table [V, H] (at most the whole table)."""
+def _gathered(op: OpView, table: TensorInfo | None, rows: int) -> float:
+    """Bytes of ``rows`` gathered rows of an embedding table [V, H] (at most the whole table); a table of
+    another rank is :class:`MalformedNode` naming the node (ONNX Runtime requires 2-D tables)."""
     if table is None:
         return 0.0
-    extent = shape_of(table)[0]
+    extent = shape_with_rank(op, table, 2, "embedding table")[0]
     return min(rows, extent) * table.nbytes / extent if extent else 0.0
 
 
@@ -158,7 +168,7 @@ def embed_layer_normalization(op: OpView) -> Cost:
     segment = 1 if op.input(4) is not None else 0
     mask = 1 if op.input(7) is not None else 0
     flops = (1 + segment) * n + (LN_PER_ELEMENT + 2) * n + LN_PER_ROW * tokens + mask * tokens
-    tables = sum(_gathered(op.input(i), tokens) for i in (2, 3, 4))
+    tables = sum(_gathered(op, op.input(i), tokens) for i in (2, 3, 4))
     read = nbytes(op.input(i) for i in (0, 1, 5, 6, 7, 8)) + tables
     return Cost(flops=float(flops), bytes_read=read, bytes_written=outputs_bytes(op))
 

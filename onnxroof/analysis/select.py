@@ -51,11 +51,14 @@ class RowFilter:
         top: int | None = None,
     ) -> RowFilter:
         """A filter from command-line values; a regular expression that does not compile is a
-        :class:`FilterError` naming ``--name``."""
+        :class:`FilterError` naming ``--name`` (``re`` raises ``re.error`` for bad syntax, ``OverflowError`` for a
+        repetition count past its limit, ``a{99999999999}``, and ``RecursionError`` for groups nested too deep)."""
         try:
             pattern = re.compile(name) if name is not None else None
-        except re.error as exc:
-            raise FilterError(f"--name: {name!r} is not a regular expression ({exc})") from None
+        except (re.error, OverflowError, RecursionError) as exc:
+            shown = name if name is None or len(name) <= 80 else f"{name[:77]}..."
+            reason = "groups nested too deep" if isinstance(exc, RecursionError) else str(exc)
+            raise FilterError(f"--name: {shown!r} is not a regular expression ({reason})") from None
         return cls(tuple(ops or ()), tuple(exclude_ops or ()), pattern, top)
 
     @property

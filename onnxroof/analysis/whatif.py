@@ -46,6 +46,7 @@ from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.ir import Restate, TensorInfo
 from onnxroof.core.protos import node_id
 from onnxroof.core.states import Role, TimeModelKind
+from onnxroof.core.strict_toml import parse_failure
 from onnxroof.costing.node import BUFFER_NAME
 from onnxroof.platform.model import Platform
 
@@ -189,8 +190,9 @@ def load_layer_densities(path: str | Path) -> Mapping[str, Densities]:
         raise WhatIfError(f"{path}: cannot read density file: {exc.strerror or exc}") from None
     try:
         doc = json.loads(data) if path.suffix.lower() == ".json" else tomllib.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WhatIfError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'TOML'}: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # syntax, bad UTF-8, too many digits, nested too deep
+        kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
+        raise WhatIfError(f"{path}: not valid {kind}: {parse_failure(exc)}") from None
     if not isinstance(doc, dict) or set(doc) - {"layers"} or not isinstance(doc.get("layers"), dict):
         raise WhatIfError(f'{path}: expected one table "layers" mapping node names to densities')
     layers: dict[str, Densities] = {}

@@ -15,10 +15,21 @@ from onnxroof.core.errors import OnnxroofError
 
 
 def show_toml(value: Any) -> str:
-    """A value as TOML spells it, for error messages (``true``, not ``True``)."""
+    """A value as TOML spells it, for error messages (``true``, not ``True``); past 80 characters (a 4000-digit
+    integer, a long string) it is cut with ``...``, so the message stays one readable line."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return repr(value)
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def parse_failure(exc: BaseException) -> str:
+    """Why a JSON or TOML parser gave up, as one short line: ``nested too deep`` for a ``RecursionError``,
+    else the parser's message (whitespace folded, cut at 160 characters)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 160 else f"{text[:157]}..."
 
 
 def dotted(table: str, key: str) -> str:
@@ -49,11 +60,13 @@ class TomlReader:
         return f"{self.label}: {key}"
 
     def load(self, data: bytes | str) -> dict[str, Any]:
-        """The document; bytes must be UTF-8. ``invalid TOML: ...`` otherwise."""
+        """The document; bytes must be UTF-8. ``invalid TOML: ...`` otherwise: a syntax error, an integer of
+        more digits than Python converts (``ValueError``), arrays or tables nested past the parser's recursion
+        limit (``RecursionError``)."""
         try:
             return tomllib.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise self.fail("", f"invalid TOML: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # TOMLDecodeError and UnicodeDecodeError are ValueErrors
+            raise self.fail("", f"invalid TOML: {parse_failure(exc)}") from None
 
     def refuse_unknown(
         self, table: Mapping[str, Any], allowed: Iterable[str], where: str = "", listed: Iterable[str] = ()

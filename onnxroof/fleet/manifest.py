@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.strict_toml import parse_failure
 from onnxroof.load.dims import parse_dim_bindings, parse_shape_bindings
 
 MANIFEST_SUFFIXES = (".csv", ".toml")
@@ -92,8 +93,8 @@ def read_manifest(path: Path) -> list[ModelEntry]:
     else:
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ManifestError(f"{path}: not valid TOML: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # syntax, too many digits, nested too deep
+            raise ManifestError(f"{path}: not valid TOML: {parse_failure(exc)}") from None
         unknown = set(data) - {"model", "schema"}
         if unknown:
             raise ManifestError(f"{path}: unknown key(s) {sorted(unknown)}; a manifest lists [[model]] tables")

@@ -23,6 +23,7 @@ from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.document import to_dict
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.strict_toml import parse_failure
 
 #: Totals compared, with the unit family used to show them. A dotted name is a path into ``totals``:
 #: ``bytes`` is the unfused count (Σ over nodes, as ``totals.bytes``), ``fused.bytes`` what the fused kernels
@@ -59,8 +60,8 @@ def load_document(path: str | Path) -> dict[str, Any]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"{path}: not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # syntax, bad UTF-8, too many digits, nested too deep
+        raise BaselineError(f"{path}: not JSON: {parse_failure(exc)}") from None
     if not isinstance(doc, dict) or not ("totals" in doc or isinstance(doc.get("models"), list)):
         raise BaselineError(
             f"{path}: not an onnxroof JSON output (expected `report --format json` or `check --format json`)"

@@ -39,11 +39,24 @@ class ModelScan:
     the order :func:`_external_tensors` yields them; ``unregistered``: :func:`unregistered_nodes`, in the same
     order. Both hold the model's own messages: drop the scan with the model. ``undecodable``: the nodes whose
     ``op_type`` or ``domain`` is not valid UTF-8 (protobuf hands such a string over as ``bytes``), described.
+    ``out_of_range``: the default-domain nodes whose window attribute (:data:`WINDOW_ATTRIBUTES`) holds a value
+    outside 1 .. :data:`MAX_WINDOW` - 1, described.
     """
 
     external: tuple[TensorProto, ...]
     unregistered: tuple[onnx.NodeProto, ...]
     undecodable: tuple[str, ...] = ()
+    out_of_range: tuple[str, ...] = ()
+
+
+WINDOW_ATTRIBUTES = frozenset({"kernel_shape", "strides", "dilations"})
+"""Attributes that size a sliding window (Conv, ConvTranspose, the pools, Col2Im...): each value at least 1."""
+MAX_WINDOW = 2**31
+"""A window value of 2**31 or more is refused before shape inference. ONNX's inference turns a kernel larger
+than its input into a negative output dim, and a Slice (or another op that clamps indices to a dim) downstream
+then trips a C++ assertion in onnx's shape inference that aborts the whole process (fuzz_campaign seed 11,
+mutant 366: silero's stft Conv with kernel_shape 2**63 - 1). No input dim ONNX Runtime can allocate along one
+axis reaches 2**31 with a kernel that large, so no model it runs is refused."""
 
 
 def scan_model(model: onnx.ModelProto) -> ModelScan:
@@ -59,10 +72,12 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
     external: list[TensorProto] = []
     unregistered: list[onnx.NodeProto] = []
     undecodable: list[str] = []
-    tensor_kind, graph_kind, graphs_kind = (
+    out_of_range: list[str] = []
+    tensor_kind, graph_kind, graphs_kind, ints_kind = (
         onnx.AttributeProto.TENSOR,
         onnx.AttributeProto.GRAPH,
         onnx.AttributeProto.GRAPHS,
+        onnx.AttributeProto.INTS,
     )
 
     def visit(graph: onnx.GraphProto) -> None:
@@ -89,11 +104,18 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
                         bodies.append(attr.g)
                     elif kind == graphs_kind:
                         bodies.extend(attr.graphs)
+                    elif kind == ints_kind and attr.name in WINDOW_ATTRIBUTES and domain in ("", "ai.onnx"):
+                        bad = [v for v in attr.ints if not 0 < v < MAX_WINDOW]
+                        if bad:
+                            out_of_range.append(
+                                f"node '{_text(node.name)}' ({op_type}): attribute '{attr.name}' holds {bad[0]}, "
+                                f"must lie in 1..{MAX_WINDOW - 1}"
+                            )
         for body in bodies:  # after the graph's own nodes, as all_graphs yields them
             visit(body)
 
     visit(model.graph)
-    return ModelScan(tuple(external), tuple(unregistered), tuple(undecodable))
+    return ModelScan(tuple(external), tuple(unregistered), tuple(undecodable), tuple(out_of_range))
 
 
 def _text(value: str | bytes) -> str:
@@ -282,6 +304,8 @@ def check_model(
     scan = scan or scan_model(model)
     if scan.undecodable:
         raise ModelError(f"{where}: {scan.undecodable[0]}: op_type or domain is not valid UTF-8")
+    if scan.out_of_range:
+        raise ModelError(f"{where}: {scan.out_of_range[0]}")
     checked = _without_external_initializers(model, scan)
     unknown = list(scan.unregistered) if checked is model else unregistered_nodes(checked)
     with masked(checked, unknown):

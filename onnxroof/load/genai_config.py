@@ -3,8 +3,10 @@ about the KV cache and the context, read without running anything.
 
 Read: ``search.past_present_share_buffer`` (present aliases past: the KV cache is written in place),
 ``model.context_length``, ``model.decoder.head_size``, ``num_key_value_heads``, ``num_hidden_layers``, and
-``enable_cuda_graph`` among the decoder's provider options. A file that is not JSON, or a field of the wrong type,
-is one :class:`~onnxroof.core.errors.ModelError` line naming the file and the field.
+``enable_cuda_graph`` among the decoder's provider options. A file that is not JSON (nested past the parser's
+recursion limit, or an integer of more digits than Python converts, included), a field of the wrong type, or a
+count that is not a positive integer below 2**63 is one :class:`~onnxroof.core.errors.ModelError` line naming the
+file and the field.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from onnxroof.core.errors import ModelError
+from onnxroof.core.strict_toml import parse_failure
 
 FILE_NAME = "genai_config.json"
+_INT_LIMIT = 2**63
+"""Counts (context length, heads, layers, head size) must lie below it, as dims bound with ``--dim`` do."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,8 @@ def _read(name: str, _mtime_ns: int, _size: int) -> GenaiConfig:
     path = Path(name)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"{path}: not a readable JSON file ({' '.join(str(exc).split())})") from None
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError, digits
+        raise ModelError(f"{path}: not a readable JSON file ({parse_failure(exc)})") from None
     if not isinstance(doc, dict):
         raise ModelError(f"{path}: must hold a JSON object, got {type(doc).__name__}")
     model = _table(doc, "model", path)
@@ -105,6 +110,8 @@ def _typed(table: dict[str, Any], key: str, kind: type, path: Path) -> Any:
         return None
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ModelError(f"{path}: {key}: must be a {kind.__name__}, got {json.dumps(value)[:60]}")
+    if isinstance(value, int) and not isinstance(value, bool) and not 0 < value < _INT_LIMIT:
+        raise ModelError(f"{path}: {key}: must be a positive integer below 2**63, got {str(value)[:60]}")
     return value
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.strict_toml import parse_failure
 from onnxroof.measure.profile.result import PROFILE_KIND, PROFILE_SCHEMA, MeasuredPoint
 
 _HOW = "make one with `onnxroof profile MODEL --format json -o PROF.json`"
@@ -138,6 +139,8 @@ def read_profile(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise OnnxroofError(
             f"{label}: not a profile JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; {_HOW}"
         ) from None
+    except (ValueError, RecursionError) as exc:  # an integer of too many digits, arrays nested too deep
+        raise OnnxroofError(f"{label}: not a profile JSON: {parse_failure(exc)}; {_HOW}") from None
     check_profile(document, label)
     return document
 

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import onnx
 
+from onnxroof.core.strict_toml import parse_failure, show_toml
+
 SEARCH_BOUND = 4096
 """assumed: the largest batch searched when the platform's memory capacity is unknown (no serving engine in the
 published results runs more sequences at once on one device)."""
@@ -64,15 +66,15 @@ def _json_field(path: Path, keys: tuple[str, ...], warnings: list[str]) -> int |
         return None
     try:
         value: object = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        warnings.append(f"{path}: not read ({error}); its context limit is not applied")
+    except (OSError, ValueError, RecursionError) as error:  # bad UTF-8, syntax, too many digits, too deep
+        warnings.append(f"{path}: not read ({parse_failure(error)}); its context limit is not applied")
         return None
     for key in keys:
         if not isinstance(value, dict) or key not in value:
             return None
         value = value[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        warnings.append(f"{path}: {'.'.join(keys)} = {value!r} is not a positive integer; not applied")
+        warnings.append(f"{path}: {'.'.join(keys)} = {show_toml(value)} is not a positive integer; not applied")
         return None
     return value
 
