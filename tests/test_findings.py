@@ -343,3 +343,12 @@ def test_or008_not_when_dims_divide_the_array_nor_without_one(tmp_path: Path) ->
     model = _matmul(tmp_path, 4096, 256, 256)
     assert "OR008" not in {f.id for f in find(analyze(model, _array_platform(tmp_path, 128)))}
     assert "OR008" not in {f.id for f in find(analyze(_matmul(tmp_path, 4096, 129, 129), "h100"))}
+
+
+def test_or006_names_the_launch_cost_the_runtime_charged() -> None:
+    """The per-launch figure OR006 quotes is the one placement charged: the runtime's (eager PyTorch's 5.5 µs per
+    op under ``torch-cuda``), not the platform's default (5 µs on a100)."""
+    analysis = analyze(CNN, "a100", {"batch": 1}, fusion="none", runtime="torch-cuda")
+    assert analysis.runtime is not None and analysis.runtime.per_kernel_s == pytest.approx(5.5e-6)
+    (finding,) = [f for f in find(analysis) if f.id == "OR006"]
+    assert "5.5 µs each under torch-cuda on a100" in finding.message

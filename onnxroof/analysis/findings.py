@@ -422,13 +422,16 @@ def _launch_overhead(ctx: _Context) -> Iterable[Finding]:
     if not small or ctx.share(time) < LAUNCH_OVERHEAD_SHARE:
         return
     overhead = sum(k.t_overhead_s for k in small)
+    use = ctx.analysis.runtime  # the runtime's cost per launch, which placement charged (else the platform's)
+    each = use.per_kernel_s if use is not None else ctx.platform.launch_overhead_s
+    where = f"under {use.runtime.name} on {ctx.platform.name}" if use is not None else f"on {ctx.platform.name}"
     yield Finding(
         rule.id,
         rule.severity,
         rule.title,
         tuple(nid for k in small for nid in k.node_ids),
         f"{len(small)} of {len(ctx.analysis.kernels)} kernels spend longer launching "
-        f"({seconds(ctx.platform.launch_overhead_s)} each on {ctx.platform.name}) than computing or moving "
+        f"({seconds(each)} each {where}) than computing or moving "
         f"data; they take {seconds(time)}, {percent(ctx.share(time))} of the predicted latency, "
         f"{seconds(overhead)} of it launch overhead.",
         "Let the runtime fuse small ops (TensorRT, ONNX Runtime graph optimizations at level 'all'), "
