@@ -171,3 +171,14 @@ def finding_weights(analysis: Analysis, findings: Iterable[Finding]) -> tuple[fl
     node's own predicted time, unfused), 0 for nodes the analysis does not hold."""
     latency = dict(zip((op.id for op in analysis.nodes.ops), analysis.nodes.latency_s.tolist(), strict=True))
     return tuple(sum(latency.get(node, 0.0) for node in finding.node_ids) for finding in findings)
+
+
+def launch_cost_text(analysis: Analysis) -> str:
+    """The cost per launch placement charged, as OR006 says it: the runtime's per-kernel figure and name when a
+    runtime ran (``5.5 µs each under torch-cuda on a100``), else the platform's launch overhead."""
+    from onnxroof.core.units import seconds
+
+    use, platform = analysis.runtime, analysis.platform
+    if use is None:
+        return f"{seconds(platform.launch_overhead_s)} each on {platform.name}"
+    return f"{seconds(use.per_kernel_s)} each under {use.runtime.name} on {platform.name}"

@@ -54,6 +54,7 @@ from onnxroof.analysis.catalog import (
     TENSOR_CORE_RATIO,
     Finding,
     Rule,
+    launch_cost_text,
 )
 from onnxroof.core.gemm import gemm_shape
 from onnxroof.core.ir import implicit_reads
@@ -422,18 +423,14 @@ def _launch_overhead(ctx: _Context) -> Iterable[Finding]:
     if not small or ctx.share(time) < LAUNCH_OVERHEAD_SHARE:
         return
     overhead = sum(k.t_overhead_s for k in small)
-    use = ctx.analysis.runtime  # the runtime's cost per launch, which placement charged (else the platform's)
-    each = use.per_kernel_s if use is not None else ctx.platform.launch_overhead_s
-    where = f"under {use.runtime.name} on {ctx.platform.name}" if use is not None else f"on {ctx.platform.name}"
     yield Finding(
         rule.id,
         rule.severity,
         rule.title,
         tuple(nid for k in small for nid in k.node_ids),
-        f"{len(small)} of {len(ctx.analysis.kernels)} kernels spend longer launching "
-        f"({seconds(each)} each {where}) than computing or moving "
-        f"data; they take {seconds(time)}, {percent(ctx.share(time))} of the predicted latency, "
-        f"{seconds(overhead)} of it launch overhead.",
+        f"{len(small)} of {len(ctx.analysis.kernels)} kernels spend longer launching ({launch_cost_text(ctx.analysis)})"
+        f" than computing or moving data; they take {seconds(time)}, {percent(ctx.share(time))} of the predicted"
+        f" latency, {seconds(overhead)} of it launch overhead.",
         "Let the runtime fuse small ops (TensorRT, ONNX Runtime graph optimizations at level 'all'), "
         "constant-fold shape arithmetic before export, batch several inputs per call, or capture the graph "
         "(CUDA graphs) to pay the launch cost once.",
