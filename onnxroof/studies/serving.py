@@ -30,7 +30,9 @@ from pathlib import Path
 
 import onnx
 
+from onnxroof.core.errors import ModelError
 from onnxroof.core.strict_toml import parse_failure, show_toml
+from onnxroof.load.genai_config import read_genai_config
 
 SEARCH_BOUND = 4096
 """assumed: the largest batch searched when the platform's memory capacity is unknown (no serving engine in the
@@ -92,9 +94,13 @@ def context_limit(
     found: list[ContextLimit] = []
     if path is not None:
         folder = Path(path).parent
-        genai = _json_field(folder / "genai_config.json", ("model", "context_length"), warnings)
-        if genai is not None:
-            found.append(ContextLimit(genai, ContextSource.GENAI_CONFIG, str(folder / "genai_config.json")))
+        try:  # the one reader of genai_config.json (the runtime reads its KV and graph settings from it too)
+            genai = read_genai_config(path)
+        except ModelError as error:
+            warnings.append(f"{error}; its context limit is not applied")
+            genai = None
+        if genai is not None and genai.context_length is not None:
+            found.append(ContextLimit(genai.context_length, ContextSource.GENAI_CONFIG, genai.path))
         config = _json_field(folder / "config.json", ("max_position_embeddings",), warnings)
         if config is not None:
             found.append(ContextLimit(config, ContextSource.CONFIG_JSON, str(folder / "config.json")))
