@@ -41,7 +41,7 @@ import numpy.typing as npt
 from onnxroof.core.descriptor import KernelDescriptor
 from onnxroof.core.states import Bound, TimeModelKind
 from onnxroof.platform.model import GpuSpec, Platform
-from onnxroof.roofline.place import ROOFLINE, Floats, RooflineTime, Roofs, Times, Work, choose, floats
+from onnxroof.roofline.place import ROOFLINE, Floats, RooflineTime, Roofs, Times, Work, by_key, choose
 
 Bools = npt.NDArray[np.bool_]
 
@@ -318,9 +318,9 @@ class GpuTime:
             return ROOFLINE.times(work, roofs, platform)
         rows = len(work)
         s = shapes(work.descriptors, rows)
-        precision = work.precision.tolist()
-        item = floats([ITEM_BYTES.get(p, 4.0) for p in precision])
-        tensor = np.asarray([p in TENSOR_CORE_PRECISIONS[gpu.tensor_cores] for p in precision], dtype=bool)
+        on_tensor_cores = TENSOR_CORE_PRECISIONS[gpu.tensor_cores]
+        item = by_key(work.precision, lookup=lambda p: ITEM_BYTES.get(p, 4.0))
+        tensor = by_key(work.precision, lookup=lambda p: float(p in on_tensor_cores)) > 0
         fragment = np.where(tensor, np.maximum(1.0, FRAGMENT_BYTES / item), 1.0)
         few_channels = (s.groups > 1) & (s.channels < fragment)
         tiled = s.tiled & ~few_channels & (work.op_class != "depthwise")

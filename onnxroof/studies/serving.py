@@ -95,7 +95,7 @@ def context_limit(
     if path is not None:
         folder = Path(path).parent
         try:  # the one reader of genai_config.json (the runtime reads its KV and graph settings from it too)
-            genai = read_genai_config(path)
+            genai = read_genai_config(Path(path))
         except ModelError as error:
             warnings.append(f"{error}; its context limit is not applied")
             genai = None
