@@ -30,6 +30,8 @@ def load_platform(name_or_path: str | os.PathLike[str]) -> Platform:
             raise PlatformError(f"{path}: cannot read platform file: {exc.strerror or exc}") from None
         return _parse(data, label=str(path), origin=str(path), stem=None)
     key = name_or_path.strip().lower()
+    if key in bundled_platform_names():  # a file's own name: parse that file alone, not all of them for the index
+        return _load_bundled(key)
     index = _bundled_index()
     if key not in index:
         raise PlatformError(

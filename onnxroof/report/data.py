@@ -13,6 +13,10 @@ from onnxroof.analysis.document import NODE_FIELDS, kernel_records, node_records
 from onnxroof.analysis.select import TableLevel
 from onnxroof.roofline.kernels import KernelResult
 
+#: One encoder for every item: ``json.dumps`` with keyword arguments builds a new encoder per call, and the long
+#: lists call it once per node and kernel.
+_COMPACT = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
+
 #: The kernel CSV's columns: the JSON kernel fields (``patterns`` written as the ``pattern`` text).
 KERNEL_FIELDS = tuple("pattern" if name == "patterns" else name for name in KernelResult.FIELDS)
 
@@ -45,7 +49,7 @@ def document_chunks(document: dict[str, Any]) -> Iterator[str]:
         elif isinstance(value, dict) and len(json.dumps(value, allow_nan=False)) > 100:
             yield json.dumps(value, indent=2, allow_nan=False, ensure_ascii=False).replace("\n", "\n  ")
         else:
-            yield json.dumps(value, allow_nan=False, ensure_ascii=False)
+            yield _COMPACT.encode(value)
     yield "\n}\n"
 
 
@@ -53,7 +57,7 @@ def _list_chunks(items: Iterable[Any]) -> Iterator[str]:
     """``[``, one compact item per line, ``]`` (``[]`` when there is none)."""
     empty = True
     for item in items:
-        yield ("[\n    " if empty else ",\n    ") + json.dumps(item, allow_nan=False, ensure_ascii=False)
+        yield ("[\n    " if empty else ",\n    ") + _COMPACT.encode(item)
         empty = False
     yield "[]" if empty else "\n  ]"
 
