@@ -102,7 +102,6 @@ def report(
     from onnxroof.measure.overlay import load_overlay
     from onnxroof.report.console import render_console, render_warnings
     from onnxroof.report.data import json_chunks, render_csv
-    from onnxroof.report.measure_view import render_measured_json
 
     with exit_on_errors(debug):
         chosen = chosen_format(output_format, output, REPORT_SUFFIXES, ReportFormat.table)
@@ -121,8 +120,12 @@ def report(
         measured = load_overlay(profile, analysis) if profile is not None else None
         warnings = analysis.warnings + (measured.warnings if measured is not None else ())
         render_warnings(warnings, Console(stderr=True, highlight=False))
-        if chosen is ReportFormat.json:
-            emit(json_chunks(analysis) if measured is None else render_measured_json(analysis, measured), output)
+        if chosen is ReportFormat.json and measured is None:
+            emit(json_chunks(analysis), output)
+        elif chosen is ReportFormat.json:
+            from onnxroof.report.measure_view import render_measured_json  # with the HTML page's machinery
+
+            emit(render_measured_json(analysis, measured), output)
         elif chosen is ReportFormat.csv:
             picked = (
                 (rows.kernels(analysis) if level is TableLevel.kernels else rows.nodes(analysis))
