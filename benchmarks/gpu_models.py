@@ -27,8 +27,10 @@ Shapes (the builders follow the published architectures; counts checked by :func
   LayerNormalization, Q/K/V MatMul + Add, attention as MatMul → scale → mask Add → Softmax → MatMul, GELU
   (opset 20 ``Gelu``), residual Adds.
 
-Detection post-processing (box decoding, NMS) is left out of the graphs: NVIDIA's engines run it as a TensorRT
-plugin whose cost no ONNX op describes; its share is one of the misses docs/accuracy.md lists.
+Detection post-processing is part of every detection graph, since MLPerf times it (the engine's last layer): NVIDIA's
+engines run it as a TensorRT plugin, written here with the ONNX ops that do the same work (:func:`_ssd_postprocess`,
+:func:`_retinanet_postprocess`; their docstrings cite each plugin's parameters). ONNX has no op for the plugins'
+threshold filter, so a TopK to the candidate count stands for filter + sort (an upper bound on the work).
 
 Command line: ``python benchmarks/gpu_models.py OUT_DIR [--shape NAME]`` writes the models and prints each
 one's parameters and MACs (at batch 1) beside the published counts.
@@ -338,7 +340,8 @@ def _ssd_resnet34(g: _Graph) -> tuple[list[onnx.ValueInfoProto], list[str]]:
     for mid, out, stride, pad in extras:
         y = g.act(g.conv(maps[-1], mid, 1))
         maps.append(g.act(g.conv(y, out, 3, stride, pad)))
-    return inputs, _heads(g, maps, (4, 6, 6, 6, 4, 4), 81, 3, 3)
+    locs, confs = _heads(g, maps, (4, 6, 6, 6, 4, 4), 81, 3, 3)
+    return inputs, _ssd_postprocess(g, locs, confs, 81, 15130, top_k=200, keep_top_k=200, activation="Softmax")
 
 
 def _ssd_mobilenet(g: _Graph) -> tuple[list[onnx.ValueInfoProto], list[str]]:
@@ -354,7 +357,8 @@ def _ssd_mobilenet(g: _Graph) -> tuple[list[onnx.ValueInfoProto], list[str]]:
     for mid, out in ((256, 512), (128, 256), (128, 256), (64, 128)):
         y = g.act(g.conv_same(maps[-1], mid, 1))
         maps.append(g.act(g.conv_same(y, out, 3, 2)))
-    return inputs, _heads(g, maps, (3, 6, 6, 6, 6, 6), 91, 1, 1)
+    locs, confs = _heads(g, maps, (3, 6, 6, 6, 6, 6), 91, 1, 1)
+    return inputs, _ssd_postprocess(g, locs, confs, 91, 1917, top_k=100, keep_top_k=100, activation="Sigmoid")
 
 
 def _upsample_add(g: _Graph, top: str, lateral: str) -> str:
@@ -395,7 +399,103 @@ def _retinanet(g: _Graph) -> tuple[list[onnx.ValueInfoProto], list[str]]:
             z = _conv_with(g, y, final[0], final[1], width)
             per_level.append(g.op("Reshape", [z, g.const([0, width // 9, -1])]))
         outputs.append(g.op("Concat", per_level, axis=2))
-    return inputs, outputs
+    return inputs, _retinanet_postprocess(g, outputs[1], outputs[0], 264, RETINANET_ANCHORS)
+
+
+RETINANET_ANCHORS = 9 * (100**2 + 50**2 + 25**2 + 13**2 + 7**2)
+"""[derived] 9 anchors per position on P3-P7 at 800x800: 9 x (100² + 50² + 25² + 13² + 7²) = 120087."""
+
+EFFICIENT_NMS_CANDIDATES = 4096
+"""TensorRT's EfficientNMS plugin: "After sorting, the highest 4096 scores are processed by the EfficientNMS CUDA
+kernel" (NVIDIA/TensorRT plugin/efficientNMSPlugin/README.md, "Process Description")."""
+
+
+def _batch_offsets(g: _Graph, x: str, per_sample: int) -> str:
+    """``[N, 1, 1]`` int64: ``n · per_sample`` for each sample ``n`` of ``x``'s batch (to index a flattened
+    ``[N · per_sample, ...]`` tensor per sample)."""
+    n = g.op("Squeeze", [g.op("Slice", [g.op("Shape", [x]), g.const([0]), g.const([1])]), g.const([0])])
+    rows = g.op("Mul", [g.op("Range", [g.scalar(0), n, g.scalar(1)]), g.scalar(per_sample)])
+    return g.op("Unsqueeze", [rows, g.const([1, 2])])
+
+
+def _decode(g: _Graph, deltas: str, priors: str) -> str:
+    """Center-size box decoding of ``deltas`` against ``priors`` (same shape, ``[..., 4]`` or ``[N, 4, B]``):
+    ``center = d_xy · prior_wh + prior_xy`` and ``size = exp(d_wh) · prior_wh``, written over all four coordinates
+    (one Mul, one Add, one Exp and one Mul: 4 operations per coordinate, an upper bound on the 3 the formula needs)."""
+    shifted = g.op("Add", [g.op("Mul", [deltas, priors]), priors])
+    return g.op("Mul", [g.op("Exp", [shifted]), priors])
+
+
+def _ssd_postprocess(
+    g: _Graph, locs: str, confs: str, classes: int, boxes: int, *, top_k: int, keep_top_k: int, activation: str
+) -> list[str]:
+    """Per-class NMS as NVIDIA's ``NMS_OPT_TRT`` plugin runs it in its MLPerf SSD engines, in ONNX ops.
+
+    The plugin (NVIDIA's MLPerf Inference v1.1 code, closed/NVIDIA/code/plugin/NMSOptPlugin: decodeBBoxesOpt,
+    topKScoresPerClass, allClassNMSOpt, topKScoresPerImage, gatherTopDetections) decodes every box against its
+    prior, keeps the ``top_k`` best scores of each class, suppresses within each class, and keeps the ``keep_top_k``
+    best detections of the image. SSD-MobileNet: sigmoid scores (confSigmoid=1), 91 classes, topK 100, keepTopK
+    100 (closed/NVIDIA/code/ssd-mobilenet/tensorrt/SSDMobileNet.py); SSD-ResNet34: softmax over the 81 classes
+    (confSoftmax=1), topK 200, keepTopK 200 (closed/NVIDIA/code/ssd-resnet34/tensorrt/SSDResNet34.py;
+    https://github.com/mlcommons/inference_results_v1.1/tree/7fc43356c4d71ed6ec97af9d035a34ed146587b8).
+
+    ONNX ops: the activation over ``[N, C, B]`` scores; the decode (:func:`_decode`) of the ``[N, 4, B]`` deltas;
+    ``TopK(top_k)`` per class; a Gather of each class's candidate boxes; ``NonMaxSuppression`` over ``N·C`` batches
+    of ``top_k`` boxes and one class each (per-class NMS); ``TopK(keep_top_k)`` over the image's ``C·top_k``
+    candidates. The box priors are a ``[1, 4, B]`` constant of the engine."""
+    scores = g.op(activation, [confs], axis=1) if activation == "Softmax" else g.op(activation, [confs])
+    decoded = g.op("Transpose", [_decode(g, locs, g.weight([1, 4, boxes]))], perm=[0, 2, 1])  # [N, B, 4]
+    values = g.name("topk_values")
+    indices = g.name("topk_indices")
+    g.nodes.append(helper.make_node("TopK", [scores, g.const([top_k])], [values, indices], axis=-1, name=values))
+    flat = g.op("Reshape", [decoded, g.const([-1, 4])])  # [N·B, 4]
+    picked = g.op("Gather", [flat, g.op("Add", [indices, _batch_offsets(g, confs, boxes)])], axis=0)  # [N, C, K, 4]
+    per_class_boxes = g.op("Reshape", [picked, g.const([-1, top_k, 4])])  # [N·C, K, 4]
+    per_class_scores = g.op("Reshape", [values, g.const([-1, 1, top_k])])  # [N·C, 1, K]
+    selected = g.op("NonMaxSuppression", [per_class_boxes, per_class_scores, g.scalar(keep_top_k)])
+    best = g.name("keep_values")
+    g.nodes.append(
+        helper.make_node(
+            "TopK",
+            [g.op("Reshape", [values, g.const([0, classes * top_k])]), g.const([keep_top_k])],
+            [best, g.name("keep_indices")],
+            axis=-1,
+            name=best,
+        )
+    )
+    return [selected, best]
+
+
+def _retinanet_postprocess(g: _Graph, cls_logits: str, box_deltas: str, classes: int, anchors: int) -> list[str]:
+    """Class-aware NMS as TensorRT's ``EfficientNMS_TRT`` plugin runs it in NVIDIA's MLPerf RetinaNet engine,
+    in ONNX ops.
+
+    NVIDIA patches MLPerf's exported RetinaNet (heads ``cls_logits`` and ``bbox_regression``) with one
+    EfficientNMS_TRT node fed the raw logits, the deltas and the anchors: score_threshold 0.05, iou_threshold 0.5,
+    max_output_boxes 1000, score_activation on, box_coding 1 (center-size, fused decoder), no background class
+    (nvidia_patch_retinanet_efficientnms.py, mlcommons/ck cm-mlops/script/get-ml-model-retinanet-nvidia, "Copyright
+    (c) 2022, NVIDIA CORPORATION"). The plugin filters all ``N · A · C`` scores by the threshold, sorts what is
+    kept, decodes and suppresses the best :data:`EFFICIENT_NMS_CANDIDATES` (4096), class by class, and applies
+    the sigmoid only to the boxes it outputs (NVIDIA/TensorRT plugin/efficientNMSPlugin/README.md, "Algorithm").
+
+    ONNX ops: ``TopK(4096)`` over the ``[N, C·A]`` logits (filter + sort); the candidates' anchor index
+    (``Mod A``); a Gather of their deltas and anchors; the decode (:func:`_decode`) of ``[N, 4096, 4]``;
+    ``NonMaxSuppression`` over the 4096 boxes as one class (torchvision's batched_nms offsets each class's boxes
+    apart, so one suppression is class-aware; the offset's Mul and Add are not written); the sigmoid of the kept
+    scores."""
+    k = EFFICIENT_NMS_CANDIDATES
+    values = g.name("topk_values")
+    indices = g.name("topk_indices")
+    flat_scores = g.op("Reshape", [cls_logits, g.const([0, classes * anchors])])
+    g.nodes.append(helper.make_node("TopK", [flat_scores, g.const([k])], [values, indices], axis=-1, name=values))
+    anchor = g.op("Mod", [indices, g.scalar(anchors)])  # [N, K]
+    rows = g.op("Add", [g.op("Unsqueeze", [anchor, g.const([2])]), _batch_offsets(g, cls_logits, anchors)])
+    deltas = g.op("Reshape", [g.op("Transpose", [box_deltas], perm=[0, 2, 1]), g.const([-1, 4])])  # [N·A, 4]
+    picked = g.op("Reshape", [g.op("Gather", [deltas, rows], axis=0), g.const([0, k, 4])])  # [N, K, 4]
+    priors = g.op("Gather", [g.weight([anchors, 4]), anchor], axis=0)  # [N, K, 4]
+    boxes = _decode(g, picked, priors)
+    selected = g.op("NonMaxSuppression", [boxes, g.op("Unsqueeze", [values, g.const([1])]), g.scalar(1000)])
+    return [selected, g.op("Sigmoid", [values])]
 
 
 def _conv_with(g: _Graph, x: str, w: str, b: str, cout: int) -> str:

@@ -101,7 +101,21 @@ def _counts(shape: str, folder: Path, **dims: int) -> tuple[float, float, onnx.M
 
 
 def _boxes(model: onnx.ModelProto) -> list[int]:
-    return [o.type.tensor_type.shape.dim[2].dim_value for o in model.graph.output]
+    """The box count of each head: axis 2 of the outputs of the Concats along axis 2 (boxes, then scores)."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {v.name: v.type.tensor_type.shape for v in inferred.graph.value_info}
+    heads = [n.output[0] for n in model.graph.node if n.op_type == "Concat" and n.attribute[0].i == 2]
+    return [shapes[h].dim[2].dim_value for h in heads]
+
+
+def _post_costs(shape: str, folder: Path, batch: int) -> dict[str, list[tuple[float, list]]]:
+    """FLOPs and output shapes of the post-processing nodes (TopK, NonMaxSuppression) at ``batch``."""
+    a = analyze(gpu_models.build(shape, folder), "a100", {"N": batch})
+    out: dict[str, list[tuple[float, list]]] = {}
+    for node in a.nodes:
+        if node.op_type in ("TopK", "NonMaxSuppression"):
+            out.setdefault(node.op_type, []).append((node.flops, node.output_shapes[0]))
+    return out
 
 
 @pytest.mark.parametrize(
@@ -139,6 +153,42 @@ def test_retinanet_anchor_count(folder: Path) -> None:
     """Anchors: 9 per position of P3-P7 at 800x800: 9 · (100² + 50² + 25² + 13² + 7²) = 120087."""
     _, _, model = _counts("retinanet", folder, N=1)
     assert _boxes(model) == [120087, 120087]
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_retinanet_post_processing_is_efficient_nms_in_onnx_ops(folder: Path, batch: int) -> None:
+    """TensorRT's EfficientNMS as NVIDIA's RetinaNet engine runs it: the best 4096 of the N · 264 · 120087 logits
+    (TopK: one compare per element per ⌈log2 4096⌉ = 12 heap levels), then one class-aware suppression of 4096
+    boxes per image (NonMaxSuppression: 4096 areas · 3 + 4096 · log2 4096 + 13 · 4096 · 4095 / 2 per image)."""
+    costs = _post_costs("retinanet", folder, batch)
+    ((topk, shape),) = costs["TopK"]
+    assert shape == [batch, 4096]
+    assert topk == batch * 264 * 120087 * 12
+    ((nms, _),) = costs["NonMaxSuppression"]
+    assert nms == pytest.approx(batch * (4096 * 3 + 4096 * 12 + 13 * 4096 * 4095 / 2))
+
+
+@pytest.mark.parametrize(
+    ("shape", "classes", "boxes", "top_k"), [("ssd-mobilenet", 91, 1917, 100), ("ssd-resnet34", 81, 15130, 200)]
+)
+def test_ssd_post_processing_is_per_class_nms_in_onnx_ops(
+    folder: Path, shape: str, classes: int, boxes: int, top_k: int
+) -> None:
+    """NVIDIA's NMS_OPT_TRT plugin (MLPerf v1.1): the top_k best boxes per class (TopK over the B boxes, ⌈log2
+    top_k⌉ compares each), per-class suppression (NonMaxSuppression over N · C batches of top_k boxes), then the
+    keep_top_k = top_k best of the image's C · top_k candidates."""
+    import math
+
+    costs = _post_costs(shape, folder, 2)
+    (per_class, per_class_shape), (per_image, per_image_shape) = costs["TopK"]
+    levels = math.ceil(math.log2(top_k))
+    assert per_class_shape == [2, classes, top_k]
+    assert per_class == 2 * classes * boxes * levels
+    assert per_image_shape == [2, top_k]
+    assert per_image == 2 * classes * top_k * levels
+    ((nms, _),) = costs["NonMaxSuppression"]
+    pairs = top_k * (top_k - 1) / 2
+    assert nms == pytest.approx(2 * classes * (top_k * 3 + top_k * math.log2(top_k) + 13 * pairs))
 
 
 def test_bert_large_closed_form(folder: Path) -> None:
