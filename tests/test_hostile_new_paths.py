@@ -186,6 +186,50 @@ def test_a_huge_repetition_count_is_a_filter_error() -> None:
         RowFilter.of(name="x{4294967296}")
 
 
+def _named_relu(tmp_path: Path, name: str) -> Path:
+    """One Relu whose node name is ``name``."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name=name)], "g", [x], [y])
+    path = tmp_path / "named.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("level", ["nodes", "kernels"])
+def test_a_name_pattern_that_backtracks_without_end_is_stopped_with_one_line(
+    level: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``(a+)+$`` against 40 a's and a '!' takes about 2**40 steps in ``re``: stopped at the limit, one line, exit 2."""
+    import signal
+    import time
+
+    from onnxroof.analysis import select
+
+    monkeypatch.setattr(select, "MATCH_LIMIT_S", 0.3)
+    model, out = _named_relu(tmp_path, "a" * 40 + "!"), tmp_path / "out.csv"
+    before = signal.getsignal(signal.SIGALRM)
+    start = time.perf_counter()
+    result = invoke("report", model, "--name", "(a+)+$", "-f", "csv", "--level", level, "-o", out)
+    assert time.perf_counter() - start < 30
+    _one_error_line(result, "--name: '(a+)+$' was still matching after 0.3 s", "simplify")
+    assert not out.exists()
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_name_pattern_that_ends_leaves_no_timer_behind(tmp_path: Path) -> None:
+    import signal
+
+    model, out = _named_relu(tmp_path, "a" * 40 + "!"), tmp_path / "out.csv"
+    before = signal.getsignal(signal.SIGALRM)
+    result = invoke("report", model, "--name", "a+!$", "-f", "csv", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert len(out.read_text().splitlines()) == 2  # the header and the one node
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
 def test_a_batch_of_99999999999_images_is_costed_in_bounded_memory(tmp_path: Path) -> None:
     """FLOPs are affine in the batch: flops(B) = flops(1) + (B - 1)·(flops(2) - flops(1)), B = 99,999,999,999."""
 

@@ -9,14 +9,21 @@ list, the CSV) show those rows. The rules, the same for both tables:
 * ``--op`` keeps the rows of those op types (none given: every row), then ``--exclude-op`` drops its op types;
 * ``--name REGEX`` keeps the rows where the regular expression is found (``re.search``) in a node's id or
   name, or in the id of any node a kernel runs;
+  A pattern that backtracks without end (nested repetition such as ``(a+)+$`` on a long name) is stopped after
+  :data:`MATCH_LIMIT_S` seconds of matching with a :class:`FilterError` naming the row it was on, where a timer
+  signal can be used (the main thread of a POSIX process, no interval timer of the caller's running); elsewhere
+  matching is not limited;
 * ``--top N`` keeps the N rows of largest predicted ``latency_s``, slowest first (ties by position);
   without it the rows keep the table's order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,8 +36,41 @@ if TYPE_CHECKING:
 __all__ = ["RowFilter", "TableLevel"]
 
 
+#: Seconds of ``--name`` matching over a whole table before it is stopped (the module docstring).
+MATCH_LIMIT_S = 10.0
+
+
 class FilterError(OnnxroofError):
-    """A row filter that cannot be applied (a bad regular expression)."""
+    """A row filter that cannot be applied (a bad regular expression, or one that backtracks without end)."""
+
+
+class _Overrun(Exception):
+    """Raised from the timer signal's handler inside a regular-expression search (``re`` checks for signals)."""
+
+
+@contextlib.contextmanager
+def _match_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`_Overrun` in the block after ``seconds``, through ``SIGALRM`` (restored on leaving), where a timer
+    can be used: the main thread of a process that has ``setitimer`` and no interval timer running already."""
+    usable = (
+        hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    )
+    if not usable:
+        yield
+        return
+
+    def overrun(signum: int, frame: object) -> None:
+        raise _Overrun
+
+    previous = signal.signal(signal.SIGALRM, overrun)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,28 +130,47 @@ class RowFilter:
             return None
         return self.kernels(analysis) if level is TableLevel.kernels else self.nodes(analysis)
 
+    def _named(self, texts: Sequence[str]) -> bool:
+        """Whether ``--name`` is found in any of ``texts`` (True without ``--name``)."""
+        return self.name is None or any(self.name.search(text) for text in texts)
+
+    def _matching(self, candidates: Iterator[tuple[int, Sequence[str]]]) -> list[int]:
+        """The rows among ``(row, texts)`` whose texts ``--name`` is found in, matching stopped after
+        :data:`MATCH_LIMIT_S` (module docstring) with a :class:`FilterError` naming the row it was on."""
+        kept: list[int] = []
+        texts: Sequence[str] = ()
+        try:
+            with _match_limit(MATCH_LIMIT_S):
+                for row, texts in candidates:
+                    if self._named(texts):
+                        kept.append(row)
+        except _Overrun:
+            pattern = self.name.pattern if self.name is not None else ""
+            shown = pattern if len(pattern) <= 80 else f"{pattern[:77]}..."
+            raise FilterError(
+                f"--name: {shown!r} was still matching after {MATCH_LIMIT_S:g} s, on {texts[0]!r} (nested "
+                "repetition such as '(a+)+' backtracks without end); simplify the expression"
+            ) from None
+        return kept
+
     def nodes(self, analysis: Analysis) -> tuple[int, ...]:
         """Positions of the node rows kept."""
         table = analysis.nodes
-        rows = [
-            row
-            for row, op in enumerate(table.ops)
-            if self._op_kept(op.op_type, op.domain)
-            and (self.name is None or bool(self.name.search(op.id) or self.name.search(op.name or "")))
-        ]
-        return self._ranked(rows, table.figures.latency_s.tolist())
+        candidates = (
+            (row, (op.id, op.name or "")) for row, op in enumerate(table.ops) if self._op_kept(op.op_type, op.domain)
+        )
+        return self._ranked(self._matching(candidates), table.figures.latency_s.tolist())
 
     def kernels(self, analysis: Analysis) -> tuple[int, ...]:
         """Positions of the kernel rows kept (a kernel's op type is its anchor node's)."""
         table = analysis.kernels
         domain_of = {op.id: op.domain for op in analysis.nodes.ops}
-        rows = [
-            row
+        candidates = (
+            (row, table.node_ids[row])
             for row in range(len(table))
             if self._op_kept(table.op_types[row][0], domain_of.get(table.node_ids[row][0], ""))
-            and (self.name is None or any(self.name.search(node) for node in table.node_ids[row]))
-        ]
-        return self._ranked(rows, table.figures.latency_s.tolist())
+        )
+        return self._ranked(self._matching(candidates), table.figures.latency_s.tolist())
 
 
 def only_for(allowed: bool, rows: RowFilter, level: TableLevel, where: str) -> None:
