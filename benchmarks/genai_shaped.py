@@ -71,6 +71,13 @@ SHAPES: dict[str, Shape] = {
     "phi2-equivalent": Shape(
         layers=32, hidden=2560, heads=32, kv_heads=32, intermediate=6827, vocab=51200, context=2048
     ),
+    # GPT-J 6B (28 layers, hidden 4096, 16 heads of 256, GELU MLP 4096 → 16384 → 4096, vocab 50400, 2,048
+    # positions; TensorRT-LLM's build command on its performance page: --n_layer 28 --n_head 16 --n_embd 4096) in the
+    # Llama layout: a SwiGLU MLP of intermediate 10923 has its weights and MACs (3 × 10923 ≈ 2 × 16384); its
+    # parallel attention/MLP block, LayerNorm and partial rotary are not reproduced (elementwise work).
+    "gptj-6b-equivalent": Shape(
+        layers=28, hidden=4096, heads=16, kv_heads=16, intermediate=10923, vocab=50400, context=2048
+    ),
 }
 
 

@@ -12,9 +12,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from fit_request_cost import TINYCHAT_FITS, TRTLLM_V05, fit_tinychat, fit_trtllm  # noqa: E402
 from genai_shaped import SHAPES, Shape, build_genai_shaped, expected_weight_bytes  # noqa: E402
 
 from onnxroof.platform.lookup import load_platform  # noqa: E402
+from onnxroof.runtime import load_runtime  # noqa: E402
 from onnxroof.studies.llm import llm  # noqa: E402
 
 MEASUREMENTS = ROOT / "benchmarks" / "llm_measurements.toml"
@@ -35,7 +37,7 @@ ROWS = _rows()
 
 
 def test_enough_rows_runtimes_and_platforms() -> None:
-    assert len(ROWS) >= 36
+    assert len(ROWS) >= 40
     assert len({r["runtime_profile"] for r in ROWS}) >= 5
     assert len({r["platform"] for r in ROWS}) >= 6
     assert len({r["id"] for r in ROWS}) == len(ROWS), "row ids are unique"
@@ -77,3 +79,19 @@ def test_genai_shaped_bytes_match_the_closed_form(tmp_path: Path) -> None:
     fp16_rest = 2 * shape.vocab * h + 2 * (2 * h * shape.layers + h)
     assert expected_weight_bytes(shape, 4, 32) == products * 9 // 16 + fp16_rest
     assert expected_weight_bytes(shape) == products * 2 + fp16_rest
+
+
+def test_fitted_per_request_costs_are_what_the_fit_gives(tmp_path: Path) -> None:
+    """The benchmark profiles' ``per_request_us`` are the figures benchmarks/fit_request_cost.py fits (to 1 %), their
+    sources say "[fitted]", and the rows the TensorRT-LLM v0.5 figure is fitted on are marked ``fit`` (left out of
+    the headline) while the rows judged under it are not."""
+    fitted = {TRTLLM_V05: fit_trtllm(tmp_path), **fit_tinychat(tmp_path)}
+    assert len(fitted) == 1 + len(TINYCHAT_FITS)
+    for path, seconds in fitted.items():
+        runtime = load_runtime(path)
+        assert runtime.per_request_s == pytest.approx(seconds, rel=0.01), path.name
+        assert runtime.sources["launch.per_request_us"].startswith("[fitted]"), path.name
+    v05 = [r for r in ROWS if r["runtime_profile"].endswith("tensorrt-llm-v0.5.toml")]
+    fit_ids = {r["id"] for r in v05 if r.get("fit")}
+    assert fit_ids == {"gptj-a100-128-fit", "gptj-h100-fp8-128-fit"}
+    assert len(v05) - len(fit_ids) >= 6  # the LLaMA 7B rows and GPT-J's 2,048-token rows: held out

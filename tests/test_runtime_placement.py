@@ -313,3 +313,31 @@ def test_a_genai_config_that_enables_cuda_graphs_replays_the_run(tmp_path: Path)
     launch = replayed.platform.launch_overhead_s
     assert replayed.totals.overhead_time_s == pytest.approx(launch)
     assert eager.totals.overhead_time_s == pytest.approx(launch * len(eager.kernels))
+
+
+def test_a_per_request_cost_is_added_to_the_first_token_only(tmp_path: Path) -> None:
+    """``launch.per_request_us = r``: ``ttft = t_prefill + r``, TPOT unchanged, per-sequence tokens/s =
+    ``M / (ttft + Σ decode)`` with the new TTFT; it also survives a genai_config.json that turns on CUDA graphs."""
+    from dataclasses import replace
+
+    from onnxroof.runtime import load_runtime
+    from onnxroof.studies.llm import llm
+
+    model = SAMPLES / "genai_llama_fp32" / "model.onnx"
+    base = load_runtime("ort-genai-cuda")
+    r = 3e-3
+    costly = replace(base, launch=replace(base.launch, per_request_s=r))
+    plain = llm(model, "a100-80gb", prompt=16, generate=8, runtime=base)
+    loaded = llm(model, "a100-80gb", prompt=16, generate=8, runtime=costly)
+    assert plain.request_s == 0.0 and loaded.request_s == r
+    assert loaded.ttft_s == pytest.approx(plain.ttft_s + r, rel=1e-12)
+    assert loaded.prefill.latency_s == pytest.approx(plain.prefill.latency_s, rel=1e-12)
+    assert loaded.tpot_s == pytest.approx(plain.tpot_s, rel=1e-12)
+    assert loaded.tokens_per_s == pytest.approx(8 / (plain.ttft_s + r + plain.decode_total_s), rel=1e-12)
+    folder = tmp_path / "m"
+    shutil.copytree(SAMPLES / "genai_llama_fp32", folder)
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"]["decoder"]["session_options"]["provider_options"] = [{"cuda": {"enable_cuda_graph": "1"}}]
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    replayed = llm(folder / "model.onnx", "a100-80gb", prompt=16, generate=8, runtime=costly)
+    assert replayed.analyses[0].runtime.runtime.captured and replayed.request_s == r

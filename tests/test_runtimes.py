@@ -45,6 +45,7 @@ fusion_profile = "tensorrt"
 mode = "cuda-graph"
 per_kernel_us = { value = 1.5, source = "measured" }
 per_run_us = { value = 12, source = "measured" }
+per_request_us = { value = 800, source = "fitted" }
 [kv_cache]
 write = { value = "in-place", source = "paged" }
 [efficiency]
@@ -73,6 +74,8 @@ def test_every_bundled_figure_has_a_source(runtime: object) -> None:
         expected.add("launch.per_kernel_us")
     if runtime.per_run_s is not None:
         expected.add("launch.per_run_us")
+    if runtime.per_request_s:
+        expected.add("launch.per_request_us")
     assert expected <= set(runtime.sources)
     assert all(text.strip() for text in runtime.sources.values())
     assert runtime.path == f"bundled:{runtime.name}"
@@ -92,6 +95,7 @@ def test_a_user_file_in_si_units(tmp_path: Path) -> None:
     runtime = load_runtime(write(tmp_path, GOOD))
     assert runtime.name == "mine" and runtime.fusion_profile == FusionProfile.TENSORRT
     assert runtime.per_kernel_s == pytest.approx(1.5e-6) and runtime.per_run_s == pytest.approx(12e-6)
+    assert runtime.per_request_s == pytest.approx(800e-6) and runtime.sources["launch.per_request_us"] == "fitted"
     assert runtime.kv_write == KvWrite.IN_PLACE
     assert runtime.factor(RuntimeKernelClass.GEMV_W4) == 0.7 and runtime.factor(RuntimeKernelClass.GEMM) == 1.0
     assert runtime.sources["efficiency.gemv_w4"] == "microbenchmark"
@@ -103,6 +107,7 @@ def test_launch_defaults_follow_the_mode() -> None:
     eager, graph = load_runtime("none"), load_runtime("tensorrt-llm")
     assert (eager.kernel_launch_s(host), eager.run_launch_s(host)) == (host, 0.0)
     assert graph.kernel_launch_s(host) == pytest.approx(0.5e-6) and graph.run_launch_s(host) == host
+    assert eager.per_request_s == graph.per_request_s == 0.0  # absent: no per-request cost
 
 
 @pytest.mark.parametrize(
@@ -116,6 +121,7 @@ def test_launch_defaults_follow_the_mode() -> None:
         (("value = 0.7", "value = 2.5"), "efficiency.gemv_w4: value must lie in (0, 2]"),
         (('"cuda-graph"', '"graph"'), "launch.mode: must be one of per-kernel, cuda-graph"),
         (("value = 1.5", "value = -1"), "launch.per_kernel_us: value must be a number ≥ 0"),
+        (("value = 800", 'value = "1 ms"'), "launch.per_request_us: value must be a number ≥ 0"),
         (('"in-place"', '"inplace"'), "kv_cache.write.value: must be one of in-place, copy"),
         (('["gpu"]', '["tpu"]'), "targets[0]: must be one of gpu, cpu, accelerator"),
         (('"tensorrt"', '"tvm"'), "fusion_profile: must be one of"),

@@ -104,7 +104,11 @@ def apply_runtime(fused: FusedModel, platform: Platform, runtime: Runtime) -> tu
     except ModelError as exc:  # a side file ONNX Runtime does not read: set aside, the model still runs
         config, error = None, f"{exc}; ignored"
     if config is not None and config.enable_cuda_graph and not runtime.captured:
-        runtime = replace(runtime, launch=RuntimeLaunch(LaunchMode.CUDA_GRAPH), path=f"{runtime.path} + {config.path}")
+        runtime = replace(
+            runtime,
+            launch=RuntimeLaunch(LaunchMode.CUDA_GRAPH, per_request_s=runtime.per_request_s),
+            path=f"{runtime.path} + {config.path}",
+        )
     kv_write, kv_from = runtime.kv_write, "runtime"
     if config is not None and config.past_present_share_buffer is not None:
         kv_write = KvWrite.IN_PLACE if config.past_present_share_buffer else KvWrite.COPY

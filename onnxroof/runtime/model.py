@@ -13,6 +13,7 @@ table ``{ value = ..., source = "<text>" }``. The file::
     mode = "per-kernel"               # LaunchMode
     per_kernel_us = { value = 5, source = "..." }   # optional, ≥ 0
     per_run_us = { value = 10, source = "..." }     # optional, ≥ 0
+    per_request_us = { value = 800, source = "..." } # optional, ≥ 0
     [kv_cache]                        # optional
     write = { value = "in-place", source = "..." }  # KvWrite
     [efficiency]                      # optional; a RuntimeKernelClass per key, value in (0, 2]
@@ -23,7 +24,10 @@ table ``{ value = ..., source = "<text>" }``. The file::
 which is what onnxroof charged before runtimes existed). ``cuda-graph``: the run is one replay of a captured graph;
 it pays ``per_run_us`` once (absent: one launch, the platform's ``launch_overhead_us``) and each node inside the
 replay pays ``per_kernel_us`` (absent: 0). :meth:`Runtime.kernel_launch_s` and :meth:`Runtime.run_launch_s` state
-the same thing as formulas.
+the same thing as formulas. ``per_request_us`` (absent: 0) is host work a request pays once, before its first
+token, whatever the launch mode: the serving loop's setup of the request (input copies, sampler and buffer setup,
+Python around the model): :func:`onnxroof.studies.llm.llm` adds it to the time to the first token,
+``ttft = t_prefill + per_request``, and to nothing else (a single analysis is one run, not a request).
 
 **KV cache.** ``in-place``: a ``present.*`` output that aliases its ``past_key_values.*`` input writes only the new
 tokens; ``copy`` (the graph as written, the default): ``present`` is written whole every step.
@@ -103,6 +107,8 @@ class RuntimeLaunch:
     mode: LaunchMode
     per_kernel_s: float | None = None
     per_run_s: float | None = None
+    per_request_s: float = 0.0
+    """Host seconds a request pays once, before its first token (0 when the file gives none)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,11 @@ class Runtime:
     def per_run_s(self) -> float | None:
         """The file's per-run figure, seconds; None when it gives none."""
         return self.launch.per_run_s
+
+    @property
+    def per_request_s(self) -> float:
+        """Seconds a request pays once before its first token (``launch.per_request_us``; 0 when absent)."""
+        return self.launch.per_request_s
 
     @property
     def captured(self) -> bool:

@@ -27,7 +27,7 @@ from onnxroof.runtime.model import (
 _TOP_KEYS = frozenset(
     {"schema", "name", "title", "targets", "fusion_profile", "notes", "launch", "kv_cache", "efficiency"}
 )
-_LAUNCH_KEYS = frozenset({"mode", "per_kernel_us", "per_run_us"})
+_LAUNCH_KEYS = frozenset({"mode", "per_kernel_us", "per_run_us", "per_request_us"})
 _KV_KEYS = frozenset({"write"})
 _FIGURE_KEYS = frozenset({"value", "source"})
 
@@ -72,12 +72,13 @@ def _targets(value: Any, reader: TomlReader) -> tuple[str, ...]:
 
 
 def _launch(table: Mapping[str, Any], reader: TomlReader, sources: dict[str, str]) -> RuntimeLaunch:
-    """``[launch]``: ``mode`` and the optional ``per_kernel_us`` / ``per_run_us`` figures (µs, ≥ 0)."""
+    """``[launch]``: ``mode`` and the optional ``per_kernel_us`` / ``per_run_us`` / ``per_request_us`` figures
+    (µs, ≥ 0)."""
     reader.refuse_unknown(table, _LAUNCH_KEYS, "launch")
     reader.require(table, ("mode",), "launch")
     mode = LaunchMode(reader.choice(table["mode"], "launch.mode", LaunchMode))
     seconds: dict[str, float | None] = {}
-    for key in ("per_kernel_us", "per_run_us"):
+    for key in ("per_kernel_us", "per_run_us", "per_request_us"):
         if key not in table:
             seconds[key] = None
             continue
@@ -86,7 +87,7 @@ def _launch(table: Mapping[str, Any], reader: TomlReader, sources: dict[str, str
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
             raise reader.fail(where, f"value must be a number ≥ 0 (µs), got {show_toml(value)}")
         seconds[key] = float(value) * 1e-6
-    return RuntimeLaunch(mode, seconds["per_kernel_us"], seconds["per_run_us"])
+    return RuntimeLaunch(mode, seconds["per_kernel_us"], seconds["per_run_us"], seconds["per_request_us"] or 0.0)
 
 
 def _kv_write(table: Mapping[str, Any], reader: TomlReader, sources: dict[str, str]) -> KvWrite:

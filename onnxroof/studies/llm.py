@@ -3,7 +3,9 @@
 ``llm(model, "a100", prompt=N, generate=M)`` finds the KV cache (:mod:`onnxroof.studies.kv_cache`) and analyzes
 the phases with :func:`onnxroof.analyze`:
 
-* **prefill**: ``N`` new tokens, past 0: ``ttft_s`` is its latency;
+* **prefill**: ``N`` new tokens, past 0: ``ttft_s = t_prefill + r`` with ``r`` the runtime's per-request host
+  cost (``launch.per_request_us``, :attr:`onnxroof.runtime.Runtime.per_request_s`; 0 for most runtimes), charged
+  once per request and to nothing else (``request_s``);
 * **decode**: one new token at past ``p = N … N+M−1``. A step's cost is affine in ``p`` for a fixed graph, so the
   first and last steps and one middle step are analyzed; when the middle is within 1% of the line through the
   ends, ``Σ decode = M · (first + last) / 2``; otherwise 9 points are analyzed and summed piecewise-linearly
@@ -113,6 +115,7 @@ class LLMResult:
     batch: int
     cache: KVCache
     ttft_s: float
+    """The prefill's latency plus :attr:`request_s`."""
     tpot_s: float
     tokens_per_s: float
     """Per sequence: ``generate / (ttft_s + decode_total_s)``; :attr:`tokens_per_s_aggregate` is the batch's."""
@@ -133,6 +136,8 @@ class LLMResult:
     search: BatchSearch | None = None
     """The largest batch meeting ``--max-tpot`` / ``--max-ttft`` (None when no target was given)."""
     warnings: tuple[str, ...] = ()
+    request_s: float = 0.0
+    """The runtime's per-request host cost included in :attr:`ttft_s` (``launch.per_request_us``; 0: none)."""
     analyses: tuple[Analysis, ...] = field(default=(), compare=False, repr=False)
     """The prefill's and the decode steps' analyses (for charts), in the order of ``(prefill, *decode)``."""
 
@@ -202,6 +207,8 @@ def llm(
         return analyze(file, platform, bound, whatif=plan, fusion=fusion, shapes=shapes, runtime=chosen)
 
     prefill = run(prompt, 0)
+    request_s = chosen.per_request_s
+    ttft_s = prefill.totals.latency_s + request_s
     steps, interpolation, total = _decode(run, prompt, generate)
     ordered = sorted(steps)
     first_s, last_s = steps[ordered[0]].totals.latency_s, steps[ordered[-1]].totals.latency_s
@@ -216,7 +223,7 @@ def llm(
     if max_tpot_s is not None or max_ttft_s is not None:
 
         def evaluate(size: int) -> BatchPoint:
-            ttft = run(prompt, 0, size).totals.latency_s if max_ttft_s is not None else None
+            ttft = run(prompt, 0, size).totals.latency_s + request_s if max_ttft_s is not None else None
             tpot = _decode(lambda n, p: run(n, p, size), prompt, generate)[2] / generate if max_tpot_s else None
             return BatchPoint(size, ttft, tpot)
 
@@ -233,9 +240,9 @@ def llm(
         generate=generate,
         batch=batch,
         cache=cache,
-        ttft_s=prefill.totals.latency_s,
+        ttft_s=ttft_s,
         tpot_s=total / generate,
-        tokens_per_s=generate / elapsed if (elapsed := prefill.totals.latency_s + total) > 0 else 0.0,
+        tokens_per_s=generate / elapsed if (elapsed := ttft_s + total) > 0 else 0.0,
         decode_first_s=first_s,
         decode_last_s=last_s,
         decode_total_s=total,
@@ -249,6 +256,7 @@ def llm(
         kv_dtype=kv_dtype,
         search=search,
         warnings=tuple(dict.fromkeys([*notes, *prefill.warnings, *steps[ordered[-1]].warnings])),
+        request_s=request_s,
         analyses=(prefill, *(steps[p] for p in ordered)),
     )
 
