@@ -341,3 +341,17 @@ def test_a_per_request_cost_is_added_to_the_first_token_only(tmp_path: Path) -> 
     (folder / "genai_config.json").write_text(json.dumps(config))
     replayed = llm(folder / "model.onnx", "a100-80gb", prompt=16, generate=8, runtime=costly)
     assert replayed.analyses[0].runtime.runtime.captured and replayed.request_s == r
+
+
+def test_llm_output_says_what_the_per_request_cost_added(tmp_path: Path) -> None:
+    """The table's first-token figure names the per-request share; the JSON carries ``request_s`` (0 without one)."""
+    model = SAMPLES / "genai_llama_fp32" / "model.onnx"
+    profile = Path(__file__).resolve().parents[1] / "benchmarks" / "runtimes" / "tensorrt-llm-v0.5.toml"
+    args = ("llm", model, "-p", "a100-80gb", "--prompt", "16", "--generate", "8")
+    table = invoke(*args, "--runtime", profile)
+    assert table.exit_code == 0, table.stderr
+    assert "(incl. 1.98 ms per request)" in table.stdout
+    costly = json.loads(invoke(*args, "--runtime", profile, "-f", "json").stdout)
+    plain = json.loads(invoke(*args, "--runtime", "tensorrt-llm", "-f", "json").stdout)
+    assert costly["request_s"] == pytest.approx(1.983e-3) and plain["request_s"] == 0.0
+    assert "per request" not in invoke(*args, "--runtime", "tensorrt-llm").stdout

@@ -81,6 +81,7 @@ def llm_dict(result: LLMResult) -> dict[str, Any]:
         "generate": result.generate,
         "batch": result.batch,
         "ttft_s": result.ttft_s,
+        "request_s": result.request_s,
         "tpot_s": result.tpot_s,
         "tokens_per_s_per_sequence": result.tokens_per_s_per_sequence,
         "tokens_per_s_aggregate": result.tokens_per_s_aggregate,
@@ -289,6 +290,11 @@ def roofs_text(p: Platform) -> str:
     return f"roofs: sustained DRAM {si(p.roof_bandwidth, 'B/s')} ({shares}); --peak for the datasheet roofline"
 
 
+def _request_text(result: LLMResult) -> str:
+    """`` (incl. 2 ms per request)`` when the runtime charges a per-request host cost to the first token."""
+    return f" (incl. {seconds(result.request_s)} per request)" if result.request_s > 0 else ""
+
+
 def render_llm_table(result: LLMResult, console: Console) -> None:
     """The headline figures, a row per analyzed step, the memory check."""
     c = result.cache
@@ -300,7 +306,7 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
         soft_wrap=True,
     )
     console.print(
-        f"time to first token {seconds(result.ttft_s)}  ·  time per output token {seconds(result.tpot_s)}  ·  "
+        f"time to first token {seconds(result.ttft_s)}{_request_text(result)}  ·  time per output token {seconds(result.tpot_s)}  ·  "
         f"{throughput_line(result)}  ·  decode {seconds(result.decode_first_s)} → "
         f"{seconds(result.decode_last_s)} ({result.interpolation}, {len(result.decode)} steps analyzed)",
         markup=False,
