@@ -306,7 +306,8 @@ def render_llm_table(result: LLMResult, console: Console) -> None:
         soft_wrap=True,
     )
     console.print(
-        f"time to first token {seconds(result.ttft_s)}{_request_text(result)}  ·  time per output token {seconds(result.tpot_s)}  ·  "
+        f"time to first token {seconds(result.ttft_s)}{_request_text(result)}  ·  "
+        f"time per output token {seconds(result.tpot_s)}  ·  "
         f"{throughput_line(result)}  ·  decode {seconds(result.decode_first_s)} → "
         f"{seconds(result.decode_last_s)} ({result.interpolation}, {len(result.decode)} steps analyzed)",
         markup=False,
