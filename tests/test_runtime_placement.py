@@ -108,7 +108,9 @@ def test_the_default_runtime_reproduces_the_platform_figures(chain: Path) -> Non
         (("activation", None, None, False, None), RuntimeKernelClass.ELEMENTWISE),
         (("lrn", None, None, False, None), RuntimeKernelClass.NORMALIZATION),
         (("depthwise", None, None, False, None), RuntimeKernelClass.DEPTHWISE),
-        (("softmax", None, None, False, None), RuntimeKernelClass.OTHER),
+        (("softmax", None, None, False, None), RuntimeKernelClass.SOFTMAX),
+        (("reduction", None, None, False, None), RuntimeKernelClass.REDUCTION),
+        (("pooling", None, None, False, None), RuntimeKernelClass.OTHER),
     ],
 )
 def test_kernel_classes(args: tuple, expected: RuntimeKernelClass) -> None:

@@ -28,6 +28,8 @@ from onnxroof.core.errors import OnnxroofError
 from onnxroof.core.gemm import GemmShape
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import Floats, TimeModel, Work, floats, place
+from onnxroof.runtime.classes import kernel_class
+from onnxroof.runtime.model import Runtime
 
 #: The op class each measured kind runs as (convolutions: ``depthwise`` when every group has one channel).
 KIND_CLASSES: Mapping[str, str] = {
@@ -128,7 +130,8 @@ def _descriptor(row: Mapping[str, str], kind: str, dtype: str, where: str) -> Ke
 def row_work(kernels: Sequence[MeasuredKernel]) -> Work:
     """The measured kernels as placement rows: their FLOPs, bytes, precision, op class and descriptor, no
     launches, PE utilization 1, every byte cold (the measurement cycles input sets of ≥ 3 × the L2 so that
-    operands come from DRAM)."""
+    operands come from DRAM), and each row's runtime kernel class (:func:`~onnxroof.runtime.classes.kernel_class`:
+    products have no weight input here, SDPA rows are attention), the key of a runtime's ``[efficiency]``."""
     count = len(kernels)
     return Work(
         flops=floats([k.flops for k in kernels]),
@@ -140,12 +143,22 @@ def row_work(kernels: Sequence[MeasuredKernel]) -> Work:
         utilization=np.ones(count),
         cold_bytes=floats([k.bytes for k in kernels]),
         descriptors=tuple(k.descriptor for k in kernels),
+        runtime_class=np.asarray([_runtime_class(k) for k in kernels], dtype=object),
     )
 
 
-def predict(kernels: Sequence[MeasuredKernel], platform: Platform, model: TimeModel) -> Floats:
-    """Each kernel's predicted seconds on ``platform`` through ``model``."""
-    return place(row_work(kernels), platform, model).latency_s
+def _runtime_class(kernel: MeasuredKernel) -> str:
+    gemm = kernel.descriptor.gemm
+    m = gemm.m if gemm is not None and kernel.descriptor.op_class == "matmul" else None
+    return str(kernel_class(kernel.descriptor.op_class, m, None, kernel.kind == "sdpa", None))
+
+
+def predict(
+    kernels: Sequence[MeasuredKernel], platform: Platform, model: TimeModel, runtime: Runtime | None = None
+) -> Floats:
+    """Each kernel's predicted seconds on ``platform`` through ``model`` (with ``runtime``'s efficiency factors
+    per kernel class when given)."""
+    return place(row_work(kernels), platform, model, runtime).latency_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,9 +86,24 @@ instruction, PTX ISA): a tile is ``min(M_t, ⌈M/8⌉·8) × min(N_t, ⌈N/8⌉�
 MIN_SPLIT_STEPS = 4
 """assumed: split-K keeps at least 4 K-steps per slice (fewer cannot amortize the partial-sum reduction)."""
 
+MAX_SPLIT_K = 2
+"""[fitted] The most K-slices a GEMM library splits one output tile into: 2, the value of the grid {1, 2, 4, 8,
+unbounded} that minimizes the median |error| of the even library rows of the H200 kernels
+(benchmarks/data/gpu/kernels.csv, run 1; benchmarks/fit_gpu_kernels.py), the odd rows and run 2 held out. Small
+GEMMs with deep K (M = 8, N = 64, K = 8192: 7.0 µs measured) run at the pace of a barely split K loop, not of one
+split over every idle SM (unbounded split-K predicted 4.7 µs)."""
+
 L2_BYTES_PER_CLOCK_PER_SM = 5120 / 108
 """[derived] NVIDIA A100 whitepaper: L2 read bandwidth 5120 B/clk over 108 SMs = 47.4 B/clk per SM; used for a
 platform whose ``[gpu]`` table gives no ``l2_bytes_per_clock``."""
+
+CUDA_CORE_GEMM_SHARE = 51.2874 / 67.0
+"""measured: the share of the fp32 datasheet peak a CUDA-core GEMM (SGEMM) sustains, 0.766: ``onnxroof calibrate
+--device cuda`` on the NVIDIA H200 measured torch.matmul 8192×8192×8192 fp32 at 51.29 TFLOP/s
+(benchmarks/data/gpu/run2/h200-calibrated.toml) of the datasheet's 67 TFLOP/s (platforms/h200.toml); assumed for
+every GPU (an FFMA GEMM is bound by register-file bandwidth and issue, not by the FMA units: a property of the SM
+design, not of one chip). Applied to tiled rows off the tensor cores on datasheet platforms; a measured platform's
+fp32 peak is this figure already."""
 
 L2_FIT_SHARE = 0.5
 """assumed: a kernel whose bytes fit in half the L2 streams them from L2 (the producer just wrote them; the
@@ -101,10 +116,11 @@ fitted on the even streaming rows (elementwise, reduction, norm, softmax) of ben
 median |error|; the odd rows are the held-out check (docs/accuracy.md). Applied in cycles
 (:data:`TRANSFER_LATENCY_CYCLES`)."""
 
-LIBRARY_LATENCY_S = 4.4e-6
+LIBRARY_LATENCY_S = 3.9e-6
 """[fitted] A library kernel's fixed device time on the H200 (:data:`LIBRARY_CLASSES`: prologue, epilogue,
 split-K reduction): fitted as :data:`TRANSFER_LATENCY_S` on the even GEMM, GEMV, batched-GEMM, convolution and
-SDPA rows of the H200 kernels; the odd rows are the held-out check. Applied in cycles
+SDPA rows of the H200 kernels, jointly with :data:`MAX_SPLIT_K` (4.4 µs before split-K was bounded); the odd
+rows and run 2 are the held-out check. Applied in cycles
 (:data:`LIBRARY_LATENCY_CYCLES`)."""
 
 FIT_CLOCK_HZ = 1.83e9
@@ -117,7 +133,7 @@ CTAs' prologue, the drain of the last wave and the grid's completion are steps o
 a lower-clocked GPU pays more time: ``t_lat = cycles / f`` with ``f`` the platform's ``boost_clock_ghz``."""
 
 LIBRARY_LATENCY_CYCLES = LIBRARY_LATENCY_S * FIT_CLOCK_HZ
-"""[derived] 4.4 µs × 1.83 GHz = 8052 cycles, the library kernels' fixed cost in cycles (as
+"""[derived] 3.9 µs × 1.83 GHz = 7137 cycles, the library kernels' fixed cost in cycles (as
 :data:`TRANSFER_LATENCY_CYCLES`); the default for every tensor-core generation that
 :data:`LIBRARY_CYCLES_BY_GENERATION` does not name."""
 
@@ -149,6 +165,10 @@ CONSTANT_SOURCES: Mapping[str, str] = MappingProxyType(
         "library_latency_cycles": f"{LIBRARY_LATENCY_CYCLES:.0f}: [derived] {LIBRARY_LATENCY_S:g} s fitted on the even "
         f"library rows of the H200 kernels × {FIT_CLOCK_HZ / 1e9:g} GHz",
         "small_tile_multiple": f"{SMALL_TILE_MULTIPLE}: assumed, the n8 of mma.m16n8k16 (PTX ISA)",
+        "max_split_k": f"{MAX_SPLIT_K}: [fitted] on the even library rows of the H200 kernels",
+        "cuda_core_gemm_share": f"{CUDA_CORE_GEMM_SHARE:.3f}: measured, calibrate --device cuda on an H200: fp32 "
+        "matmul 51.3 of 67 TFLOP/s",
+        "unaligned_operands": "L2 traffic × 16 B ÷ the widest load K and N allow: CUTLASS/cuBLAS alignment rule",
     }
 )
 """Each constant of the model with its value and source, as reports show them."""
@@ -205,8 +225,24 @@ def aligned(values: Floats, multiple: Floats | float) -> Floats:
     return np.ceil(values / multiple) * multiple
 
 
+def vector_bytes(elements: Floats, item: Floats) -> Floats:
+    """The widest load (2, 4, 8 or 16 bytes, else 1) that a row of ``elements`` items of ``item`` bytes keeps
+    aligned: the largest power of two up to :data:`FRAGMENT_BYTES` dividing ``elements · item``."""
+    row = elements * item
+    width = np.ones_like(row)
+    for candidate in (2.0, 4.0, 8.0, float(FRAGMENT_BYTES)):
+        width = np.where(np.mod(row, candidate) == 0, candidate, width)
+    return width
+
+
 def tile_time(
-    s: Shapes, per_sm_flops: Floats, item: Floats, fragment: Floats, gpu: GpuSpec, l2_per_sm: float
+    s: Shapes,
+    per_sm_flops: Floats,
+    item: Floats,
+    fragment: Floats,
+    gpu: GpuSpec,
+    l2_per_sm: float,
+    max_split: float = MAX_SPLIT_K,
 ) -> Floats:
     """The time of a tiled GEMM: the fastest CTA tile of :data:`TILES`, over the waves its tiles take.
 
@@ -218,9 +254,16 @@ def tile_time(
     * for each tile ``M_t × N_t`` of :data:`TILES`, shrunk to the problem (:data:`SMALL_TILE_MULTIPLE`:
       ``M_t ← min(M_t, ⌈M/8⌉·8)``, likewise ``N_t``): ``T = max(1, g · ⌈M/M_t⌉ · ⌈N/N_t⌉)`` output tiles (tile
       quantization: edge tiles are padded), ``s = clamp(⌊S/T⌋, 1, max(1, ⌊steps/4⌋))`` split-K slices when the
-      tiles do not fill the SMs, K-steps per slice ``⌈⌈K'/k_t⌉ / s⌉``, waves ``⌈T·s / S⌉`` (wave quantization);
-    * one K-step of one tile on one SM: ``max(2·M_t·N_t·k_t / P_sm, (M_t + N_t)·k_t·b / W_L2,sm)`` with
-      ``P_sm = e·P / S`` and ``W_L2,sm`` the L2 bandwidth per SM (the tile's operands come from L2);
+      tiles do not fill the SMs, at most :data:`MAX_SPLIT_K` (``s ← min(s, s_max)``), K-steps per slice
+      ``⌈⌈K'/k_t⌉ / s⌉``, waves ``⌈T·s / S⌉`` (wave quantization);
+    * one K-step of one tile on one SM: ``max(2·M_t·N_t·k_t / P_sm, (M_t + N_t)·k_t·b·u / W_L2,sm)`` with
+      ``P_sm = e·P / S`` and ``W_L2,sm`` the L2 bandwidth per SM (the tile's operands come from L2), ``u = 16 B ÷
+      v`` for a product whose rows of K (operand A) or N (operand B) elements do not keep 16-byte loads aligned
+      (:func:`vector_bytes`: ``v`` the widest aligned load of both; a convolution's channels are padded, ``u =
+      1``): the library falls back to kernels loading ``v`` bytes at a time, ``u`` times the load instructions
+      for the same bytes (CUTLASS's ``kAlignment`` template parameter; cuBLAS requires leading dimensions that are
+      multiples of 16 B for its tensor-core kernels: NVIDIA DL performance guide, Tensor Core requirements).
+      Measured on the H200: 1000×1001×1024 fp16 30.3 µs, 1000×1024×1024 5.9 µs;
     * ``t = min over tiles of waves · steps per slice · step time``.
     """
     k_tile = K_TILE_BYTES / item
@@ -229,15 +272,21 @@ def tile_time(
     steps = np.ceil(k_eff / k_tile)
     sms = float(gpu.sm_count)
     best = np.full(len(s.m), np.inf)
+    aligned_bytes = np.minimum(vector_bytes(s.k, item), vector_bytes(s.n, item))
+    unaligned = np.where(conv, 1.0, FRAGMENT_BYTES / aligned_bytes)
     # at least one multiple: an empty product (a zero dim) still launches one tile, never a tile of 0 rows
     rows = np.maximum(aligned(s.m, SMALL_TILE_MULTIPLE), SMALL_TILE_MULTIPLE)
     cols = np.maximum(aligned(s.n, SMALL_TILE_MULTIPLE), SMALL_TILE_MULTIPLE)
     for m_full, n_full in TILES:
         m_tile, n_tile = np.minimum(float(m_full), rows), np.minimum(float(n_full), cols)
         tiles = np.maximum(1.0, s.g * np.ceil(s.m / m_tile) * np.ceil(s.n / n_tile))
-        split = np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(steps / MIN_SPLIT_STEPS)))
+        split = np.clip(
+            np.floor(sms / tiles), 1.0, np.minimum(max_split, np.maximum(1.0, np.floor(steps / MIN_SPLIT_STEPS)))
+        )
         waves = np.ceil(tiles * split / sms)
-        step = np.maximum(2.0 * m_tile * n_tile * k_tile / per_sm_flops, (m_tile + n_tile) * k_tile * item / l2_per_sm)
+        step = np.maximum(
+            2.0 * m_tile * n_tile * k_tile / per_sm_flops, (m_tile + n_tile) * k_tile * item * unaligned / l2_per_sm
+        )
         best = np.minimum(best, waves * np.ceil(steps / split) * step)
     return best
 
@@ -267,13 +316,15 @@ class GpuTime:
     fixed kernel times are counted in cycles at the platform's clock (:meth:`latencies`); ``transfer_latency_s``
     and ``library_latency_s``, when given, replace them with fixed seconds on every GPU (the H200 kernel fit
     sweeps them); ``library_cycles``, ``(generation, cycles)`` pairs (hashable, as the model is), when given,
-    replaces :data:`LIBRARY_CYCLES_BY_GENERATION` (the published rows' fit sweeps it).
+    replaces :data:`LIBRARY_CYCLES_BY_GENERATION` (the published rows' fit sweeps it); ``max_split_k``, when given,
+    replaces :data:`MAX_SPLIT_K` (the H200 kernel fit sweeps it).
     """
 
     name: str = "gpu"
     transfer_latency_s: float | None = None
     library_latency_s: float | None = None
     library_cycles: tuple[tuple[str, float], ...] | None = None
+    max_split_k: float | None = None
 
     def latencies(self, gpu: GpuSpec) -> tuple[float, float]:
         """The fixed times ``(t_transfer, t_library)`` of a streaming and a library kernel on ``gpu``:
@@ -297,6 +348,8 @@ class GpuTime:
             out["transfer_latency_s"] = f"{self.transfer_latency_s:g}: given by the caller"
         if self.library_latency_s is not None:
             out["library_latency_s"] = f"{self.library_latency_s:g}: given by the caller"
+        if self.max_split_k is not None:
+            out["max_split_k"] = f"{self.max_split_k:g}: given by the caller"
         if self.library_cycles is not None:
             out["library_cycles"] = f"{dict(self.library_cycles)}: given by the caller"
         return out
@@ -306,7 +359,9 @@ class GpuTime:
 
         * ``t_lat``: the library time for the classes of :data:`LIBRARY_CLASSES`, else the transfer time, both
           from :meth:`latencies` (cycles ÷ clock);
-        * tiled rows: ``t_compute = max(t_tiles, F / (e·u·P)) + t_lat`` (:func:`tile_time`); CUDA-core rows:
+        * tiled rows: ``t_compute = max(t_tiles, F / (e·u·c·P)) + t_lat`` (:func:`tile_time` at ``P_sm = e·u·c·P /
+          S``), ``c`` :data:`CUDA_CORE_GEMM_SHARE` for a tiled row off the tensor cores on a datasheet platform,
+          else 1; CUDA-core rows:
           ``t_compute = F / (e·P_fp32) + t_lat`` (:func:`cuda_core_time`); other rows ``F / (e·u·P) + t_lat``;
         * ``t_memory = t_stream / e + t_lat`` with ``t_stream`` from :func:`stream_time`;
         * ``t_overhead = launch_s × launches`` (``launch_s`` the runtime's, :attr:`Roofs.launch_s`);
@@ -328,15 +383,17 @@ class GpuTime:
         l2_bandwidth = l2_per_clock * gpu.clock_hz
         e = roofs.efficiency
         roofline_compute = work.flops / (e * work.utilization * roofs.peak)
-        per_sm = e * work.utilization * roofs.peak / gpu.sm_count
-        tiles = tile_time(s, per_sm, item, fragment, gpu, l2_bandwidth / gpu.sm_count)
+        share = 1.0 if platform.measured else np.where(tensor, 1.0, CUDA_CORE_GEMM_SHARE)
+        tiled_peak = e * work.utilization * share * roofs.peak
+        split = MAX_SPLIT_K if self.max_split_k is None else self.max_split_k
+        tiles = tile_time(s, tiled_peak / gpu.sm_count, item, fragment, gpu, l2_bandwidth / gpu.sm_count, split)
         cores = cuda_core_time(work.flops, e, platform)
         classes = work.op_class.astype(str)
         on_cores = few_channels | np.isin(classes, list(CUDA_CORE_CLASSES))
         untiled = np.where(on_cores, cores, roofline_compute)
         transfer_s, library_s = self.latencies(gpu)
         latency = np.where(np.isin(classes, list(LIBRARY_CLASSES)), library_s, transfer_s)
-        compute = np.where(tiled, np.maximum(tiles, roofline_compute), untiled) + latency
+        compute = np.where(tiled, np.maximum(tiles, work.flops / tiled_peak), untiled) + latency
         stream = stream_time(work.bytes, work.cold_bytes, roofs.bandwidth, gpu, l2_bandwidth)
         memory = stream / e + latency
         overhead = roofs.launch_s * work.launches

@@ -19,6 +19,8 @@ _BY_OP_CLASS = {
     "activation": RuntimeKernelClass.ELEMENTWISE,
     "normalization": RuntimeKernelClass.NORMALIZATION,
     "lrn": RuntimeKernelClass.NORMALIZATION,
+    "softmax": RuntimeKernelClass.SOFTMAX,
+    "reduction": RuntimeKernelClass.REDUCTION,
 }
 
 
@@ -33,7 +35,8 @@ def kernel_class(
       ``1 < M < 16``: ``gemm_small_m``; else ``gemm``; ``matmul`` without weights (activation × activation):
       ``gemm_small_m`` for ``M < 16``, else ``gemm``; M unknown: ``gemm``;
     * ``conv``, ``depthwise``: themselves; ``elementwise`` and ``activation``: ``elementwise``;
-      ``normalization`` and ``lrn``: ``normalization``; anything else: ``other``.
+      ``normalization`` and ``lrn``: ``normalization``; ``softmax`` and ``reduction``: themselves; anything else:
+      ``other``.
     """
     if attention:
         return RuntimeKernelClass.DECODE_ATTENTION if query_tokens == 1 else RuntimeKernelClass.PREFILL_ATTENTION

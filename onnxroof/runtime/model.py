@@ -93,6 +93,10 @@ class RuntimeKernelClass(StrEnum):
     DEPTHWISE = "depthwise"
     ELEMENTWISE = "elementwise"
     NORMALIZATION = "normalization"
+    SOFTMAX = "softmax"
+    """Softmax kernels (a max, an exp-sum and a scaling pass over each row)."""
+    REDUCTION = "reduction"
+    """Reductions over an axis (sum, mean, max...)."""
     OTHER = "other"
 
 
