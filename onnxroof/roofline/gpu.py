@@ -137,9 +137,10 @@ LIBRARY_LATENCY_CYCLES = LIBRARY_LATENCY_S * FIT_CLOCK_HZ
 :data:`TRANSFER_LATENCY_CYCLES`); the default for every tensor-core generation that
 :data:`LIBRARY_CYCLES_BY_GENERATION` does not name."""
 
-LIBRARY_CYCLES_BY_GENERATION: Mapping[str, float] = MappingProxyType({"volta": 22000.0, "turing": 16000.0})
+LIBRARY_CYCLES_BY_GENERATION: Mapping[str, float] = MappingProxyType({"volta": 18000.0, "turing": 16000.0})
 """[fitted] Library kernels' fixed cost in cycles per tensor-core generation where it differs from
-:data:`LIBRARY_LATENCY_CYCLES`: Volta (Jetson AGX Xavier, Xavier NX) 22,000 cycles (16 µs at 1.377 GHz), Turing
+:data:`LIBRARY_LATENCY_CYCLES`: Volta (Jetson AGX Xavier, Xavier NX) 18,000 cycles (13 µs at 1.377 GHz; 22,000
+before the H200 kernel re-fit and the detection post-processing, refitted after both by the same procedure), Turing
 (T4) 16,000 cycles (10 µs at 1.59 GHz), each the value of a 2,000-cycle grid minimizing the median |error| of the
 ``gpu`` model over that generation's **training** rows of benchmarks/gpu_measurements.toml (the declared split,
 ``benchmarks/bench_gpu_published.py`` ``training_ids``: per platform, every other row by id; ``--fit`` reruns
