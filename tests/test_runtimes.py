@@ -166,3 +166,22 @@ def test_fusion_names_a_runtime_when_none_is_given() -> None:
     assert runtime_for(a100, fusion="tensorrt-llm").launch_mode == LaunchMode.CUDA_GRAPH
     assert runtime_for(a100, fusion="ort-cpu").name == "tensorrt"  # ort-cpu runs on CPUs: the default stays
     assert runtime_for(a100, "vllm", fusion="tensorrt-llm").name == "vllm"  # an explicit runtime wins
+
+
+def test_a_per_request_cost_is_listed_in_the_table_and_the_json() -> None:
+    """``per_request_us`` appears in the runtime's JSON (µs, 0 when absent) and beside its per-run figure."""
+    import io
+
+    from rich.console import Console
+
+    from onnxroof.report.runtimes import render_runtimes_table, runtime_dict
+
+    profile = load_runtime(Path(__file__).resolve().parents[1] / "benchmarks" / "runtimes" / "tensorrt-llm-v0.5.toml")
+    assert profile.per_request_s > 0
+    assert runtime_dict(profile)["per_request_us"] == pytest.approx(profile.per_request_s * 1e6)
+    assert runtime_dict(load_runtime("tensorrt-llm"))["per_request_us"] == 0.0
+    out = io.StringIO()
+    render_runtimes_table((profile, load_runtime("tensorrt-llm")), Console(file=out, width=300))
+    rows = out.getvalue().splitlines()
+    assert f"{profile.per_request_s * 1e6:g} µs per request" in next(r for r in rows if "tensorrt-llm-v0.5" in r)
+    assert "per request" not in next(r for r in rows if r.split() and r.split()[0] == "tensorrt-llm")

@@ -29,6 +29,7 @@ def runtime_dict(runtime: Runtime) -> dict[str, Any]:
         "launch_mode": str(runtime.launch_mode),
         "per_kernel_us": None if runtime.per_kernel_s is None else runtime.per_kernel_s * 1e6,
         "per_run_us": None if runtime.per_run_s is None else runtime.per_run_s * 1e6,
+        "per_request_us": runtime.per_request_s * 1e6,
         "kv_write": str(runtime.kv_write),
         "efficiency": {str(cls): value for cls, value in runtime.efficiency.items()},
         "sources": dict(runtime.sources),
@@ -55,7 +56,8 @@ def render_runtimes_table(runtimes: tuple[Runtime, ...], console: Console, verbo
             ", ".join(r.targets),
             str(r.launch_mode),
             _launch_text(r.per_kernel_s, host),
-            _launch_text(r.per_run_s, "one launch" if r.captured else "0"),
+            _launch_text(r.per_run_s, "one launch" if r.captured else "0")
+            + (f"; {_launch_text(r.per_request_s, '')} per request" if r.per_request_s else ""),
             str(r.kv_write),
             str(r.fusion_profile),
             ", ".join(f"{cls} {value:g}" for cls, value in r.efficiency.items()) or "–",
