@@ -47,6 +47,7 @@ from onnxroof.load.shapes import (
     missing_outputs,
     propagate_fallback,
     small_constant_values,
+    static_types,
     value_types,
 )
 from onnxroof.load.tied import tied_copies
@@ -189,6 +190,9 @@ class ModelFile:
     tied: Mapping[str, str] = field(repr=False)
     unregistered: tuple[onnx.NodeProto, ...] = field(repr=False, default=())
     """Default-domain nodes ONNX does not register (:func:`unregistered_nodes`), messages of ``model``."""
+    stored_weight_bytes: float = 0.0
+    """The weights as the file stores them (:func:`stored_weight_bytes`): a fact of the file, found once here
+    rather than per binding (binding changes graph inputs only)."""
 
 
 def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> ModelFile:
@@ -218,7 +222,8 @@ def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> M
         else:
             unknown = scan_model(model).unregistered
     tied = MappingProxyType(tied_copies(model, path.parent if path is not None else None))
-    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown))
+    stored = stored_weight_bytes(model.graph)
+    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown), stored)
 
 
 def bind_model(
@@ -267,7 +272,6 @@ def _bind(
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
     count = len(model.graph.node)
-    stored = stored_weight_bytes(model.graph)
     large = large_integer_input(model)
     if large is not None:
         warnings.append(
@@ -288,10 +292,9 @@ def _bind(
         base = path.parent.resolve() if path else None
         folded_model, folded = fold_small_constants(inferred, base, types, order)
         if folded:
-            refolded_types = value_types(_infer(folded_model)[0])
-            for name in missing:  # only these can gain a shape: every other node output has a static one
-                found = refolded_types.get(name)
-                if is_static(found) and not is_static(types.get(name)):
+            refolded = _infer(folded_model)[0]
+            for name, found in static_types(refolded.graph, missing).items():  # every other output has one
+                if not is_static(types.get(name)):
                     types[name] = found
         if _fallback_needed(inferred, missing, types):
             propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
@@ -304,7 +307,7 @@ def _bind(
         tuple(warnings),
         order,
         file.tied,
-        stored,
+        file.stored_weight_bytes,
     )
 
 
