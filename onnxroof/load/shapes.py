@@ -233,20 +233,20 @@ def fold_small_constants(
     folded: dict[str, np.ndarray] = {}
     for index in topological_order(nodes) if order is None else order:
         node = nodes[index]
-        if node.op_type in NONDETERMINISTIC_OPS or node.op_type in _MAY_GROW or has_bodies(node):
-            continue
         if node.op_type == "Constant" and not normalize_domain(node.domain):
             try:
                 array = _constant_value(node)
             except Exception:  # a value the evaluator cannot read: left to shape inference
                 array = None
-            if array is not None:
+            if array is not None:  # folded with, left a node: inference reads a Constant's value itself
                 values[node.output[0]] = array
             continue
         inputs = [n for n in node.input if n]
-        if node.output[0] in shape_values or not all(n in values for n in inputs) or normalize_domain(node.domain):
+        if not all(n in values for n in inputs) or node.output[0] in shape_values:  # most nodes: the cheap test
             continue
-        if node.op_type == "ConstantOfShape" and not _small_shape(values[inputs[0]]):
+        if node.op_type in NONDETERMINISTIC_OPS or node.op_type in _MAY_GROW or normalize_domain(node.domain):
+            continue
+        if has_bodies(node) or (node.op_type == "ConstantOfShape" and not _small_shape(values[inputs[0]])):
             continue
         for name, array in _small_outputs(node, values, opsets, model.ir_version).items():
             values[name] = folded[name] = array
