@@ -25,7 +25,7 @@ import onnx.inliner
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ModelError, one_line
-from onnxroof.core.protos import all_graphs, has_bodies, topological_order
+from onnxroof.core.protos import all_graphs, topological_order
 from onnxroof.load.checks import (
     MASK_DOMAIN,
     check_external_paths,
@@ -287,16 +287,19 @@ def _bind(
     warnings += infer_warnings
     types = value_types(inferred)
     order = topological_order(list(inferred.graph.node)) if file.inlined else tuple(range(count))
-    missing = missing_outputs(inferred, types)
+    missing, bodies = missing_outputs(inferred, types)
     if missing:
         base = path.parent.resolve() if path else None
         folded_model, folded = fold_small_constants(inferred, base, types, order)
         if folded:
-            refolded = _infer(folded_model)[0]
+            # folding only removes nodes: a file without unregistered nodes has none to mask here either
+            refolded = _infer(folded_model, None if file.unregistered else ())[0]
             for name, found in static_types(refolded.graph, missing).items():  # every other output has one
                 if not is_static(types.get(name)):
                     types[name] = found
-        if _fallback_needed(inferred, missing, types):
+        # Without an output left unshaped or a node with bodies (it always shapes them), the fallback would fill
+        # nothing: walking the graph to find that out cost 56 ms a binding of the 7B-shaped decoder.
+        if bodies or not all(is_static(types.get(name)) for name in missing):
             propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
     return LoadedModel(
         inferred,
@@ -309,15 +312,6 @@ def _bind(
         file.tied,
         file.stored_weight_bytes,
     )
-
-
-def _fallback_needed(model: onnx.ModelProto, missing: Sequence[str], types: Mapping[str, onnx.TypeProto]) -> bool:
-    """Whether :func:`propagate_fallback` has work left: a ``missing`` output still without a static type, or a
-    node with bodies (whose bodies it always shapes). Without either it would fill nothing, and walking the graph
-    to find that out cost 56 ms a binding of the 7B-shaped decoder (benchmarks/llama_shaped.py)."""
-    if not all(is_static(types.get(name)) for name in missing):
-        return True
-    return any(has_bodies(node) for node in model.graph.node if len(node.attribute))
 
 
 def stored_weight_bytes(graph: onnx.GraphProto) -> float:

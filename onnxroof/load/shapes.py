@@ -81,14 +81,17 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return graph_value_types(model.graph)
 
 
-def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -> list[str]:
-    """Main-graph outputs without a static type, and the outputs of nodes with bodies (always re-shaped).
+def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -> tuple[list[str], bool]:
+    """Main-graph outputs without a static type, and the outputs of nodes with bodies (always re-shaped); and
+    whether there is any node with bodies.
 
     :func:`is_static` is asked once per distinct TypeProto object (:func:`value_types` shares equal ones)."""
     static: dict[int, bool] = {}  # id(type) -> is_static; the types are alive in ``types`` throughout
     missing: list[str] = []
+    any_bodies = False
     for node in model.graph.node:
         bodies = has_bodies(node)
+        any_bodies = any_bodies or bodies
         for name in node.output:
             if not name:
                 continue
@@ -101,7 +104,7 @@ def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto])
                 known = static[id(type_proto)] = is_static(type_proto)
             if not known:
                 missing.append(name)
-    return missing
+    return missing, any_bodies
 
 
 def static_types(graph: onnx.GraphProto, names: Collection[str]) -> dict[str, onnx.TypeProto]:
