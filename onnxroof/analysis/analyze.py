@@ -292,18 +292,19 @@ def _node_descriptors(ops: Sequence[OpView], op_classes: Sequence[OpClass]) -> t
     """Each node on its own as a kernel: its class, GEMM view, convolution geometry and dtypes. The nodes without a
     GEMM view (most of them) share one descriptor per (class, dtype): equal values, built once, not once a node."""
     shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
-    descriptors = []
+    descriptors: list[KernelDescriptor] = []
     for op, op_class in zip(ops, op_classes, strict=True):
         gemm, dtype = array_gemm(op), op.dtype
         if gemm is not None:
-            descriptor = KernelDescriptor(
-                str(op_class), gemm, dtype, conv=conv_geometry(op), accumulation=accumulation_dtype(dtype)
+            conv = conv_geometry(op)
+            descriptors.append(
+                KernelDescriptor(str(op_class), gemm, dtype, conv=conv, accumulation=accumulation_dtype(dtype))
             )
-        elif (descriptor := shared.get((op_class, dtype))) is None:
-            descriptor = shared[op_class, dtype] = KernelDescriptor(
-                str(op_class), None, dtype, accumulation=accumulation_dtype(dtype)
-            )
-        descriptors.append(descriptor)
+            continue
+        key = (op_class, dtype)
+        if key not in shared:
+            shared[key] = KernelDescriptor(str(op_class), None, dtype, accumulation=accumulation_dtype(dtype))
+        descriptors.append(shared[key])
     return tuple(descriptors)
 
 
