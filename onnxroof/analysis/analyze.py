@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -35,7 +35,7 @@ from onnxroof.core.gemm import array_gemm
 from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.kernel import Miss
-from onnxroof.core.states import NodeState
+from onnxroof.core.states import NodeState, OpClass
 from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
@@ -281,23 +281,31 @@ def _place_nodes(
         launches=floats([c.launches for c in node_costs]),
         utilization=_node_utilization(ops, target),
         cold_bytes=np.zeros(len(ops)),
-        descriptors=tuple(_node_descriptor(op, cls) for op, cls in zip(ops, costed.op_classes, strict=True)),
+        descriptors=_node_descriptors(ops, costed.op_classes),
         runtime_class=classes,
     )
     figures = place_rows(work, target, model, runtime)
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
 
 
-def _node_descriptor(op: OpView, op_class: str) -> KernelDescriptor:
-    """A node on its own as a kernel: its class, GEMM view, convolution geometry and dtypes."""
-    gemm = array_gemm(op)
-    return KernelDescriptor(
-        op_class=str(op_class),
-        gemm=gemm,
-        dtype=op.dtype,
-        conv=conv_geometry(op) if gemm is not None else None,
-        accumulation=accumulation_dtype(op.dtype),
-    )
+def _node_descriptors(ops: Sequence[OpView], op_classes: Sequence[OpClass]) -> tuple[KernelDescriptor, ...]:
+    """Each node on its own as a kernel: its class, GEMM view, convolution geometry and dtypes. The nodes without a
+    GEMM view (most of them) share one descriptor per (class, dtype): equal values, built once, not once a node."""
+    shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
+    descriptors: list[KernelDescriptor] = []
+    for op, op_class in zip(ops, op_classes, strict=True):
+        gemm, dtype = array_gemm(op), op.dtype
+        if gemm is not None:
+            conv = conv_geometry(op)
+            descriptors.append(
+                KernelDescriptor(str(op_class), gemm, dtype, conv=conv, accumulation=accumulation_dtype(dtype))
+            )
+            continue
+        key = (op_class, dtype)
+        if key not in shared:
+            shared[key] = KernelDescriptor(str(op_class), None, dtype, accumulation=accumulation_dtype(dtype))
+        descriptors.append(shared[key])
+    return tuple(descriptors)
 
 
 def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> Floats:

@@ -47,6 +47,7 @@ from onnxroof.load.shapes import (
     missing_outputs,
     propagate_fallback,
     small_constant_values,
+    static_types,
     value_types,
 )
 from onnxroof.load.tied import tied_copies
@@ -189,6 +190,9 @@ class ModelFile:
     tied: Mapping[str, str] = field(repr=False)
     unregistered: tuple[onnx.NodeProto, ...] = field(repr=False, default=())
     """Default-domain nodes ONNX does not register (:func:`unregistered_nodes`), messages of ``model``."""
+    stored_weight_bytes: float = 0.0
+    """The weights as the file stores them (:func:`stored_weight_bytes`): a fact of the file, found once here
+    rather than per binding (binding changes graph inputs only)."""
 
 
 def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> ModelFile:
@@ -218,7 +222,8 @@ def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> M
         else:
             unknown = scan_model(model).unregistered
     tied = MappingProxyType(tied_copies(model, path.parent if path is not None else None))
-    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown))
+    stored = stored_weight_bytes(model.graph)
+    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown), stored)
 
 
 def bind_model(
@@ -267,7 +272,6 @@ def _bind(
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
     count = len(model.graph.node)
-    stored = stored_weight_bytes(model.graph)
     large = large_integer_input(model)
     if large is not None:
         warnings.append(
@@ -283,16 +287,20 @@ def _bind(
     warnings += infer_warnings
     types = value_types(inferred)
     order = topological_order(list(inferred.graph.node)) if file.inlined else tuple(range(count))
-    if missing_outputs(inferred, types):
+    missing, bodies = missing_outputs(inferred, types)
+    if missing:
         base = path.parent.resolve() if path else None
         folded_model, folded = fold_small_constants(inferred, base, types, order)
         if folded:
-            refolded, _ = _infer(folded_model)
-            refolded_types = value_types(refolded)
-            for name, type_proto in refolded_types.items():
-                if not is_static(types.get(name)) and is_static(type_proto):
-                    types[name] = type_proto
-        propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
+            # folding only removes nodes: a file without unregistered nodes has none to mask here either
+            refolded = _infer(folded_model, None if file.unregistered else ())[0]
+            for name, found in static_types(refolded.graph, missing).items():  # every other output has one
+                if not is_static(types.get(name)):
+                    types[name] = found
+        # Without an output left unshaped or a node with bodies (it always shapes them), the fallback would fill
+        # nothing: walking the graph to find that out cost 56 ms a binding of the 7B-shaped decoder.
+        if bodies or not all(is_static(types.get(name)) for name in missing):
+            propagate_fallback(inferred, types, order, small_constant_values(folded_model, base))
     return LoadedModel(
         inferred,
         path,
@@ -302,7 +310,7 @@ def _bind(
         tuple(warnings),
         order,
         file.tied,
-        stored,
+        file.stored_weight_bytes,
     )
 
 

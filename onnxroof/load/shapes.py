@@ -1,7 +1,8 @@
 """Shape inference: ONNX's own (strict, data propagation), then two fallbacks where it stops early.
 
 1. Small constant-only subgraphs — seeded by small initializers and by ``Shape``/``Size`` of statically
-   shaped tensors — are folded with the ONNX reference evaluator, and inference is re-run.
+   shaped tensors — are folded (:func:`onnxroof.load.evaluate.evaluate_node`: numpy for shape arithmetic, the
+   ONNX reference evaluator for the rest), and inference is re-run.
 2. Node by node in topological order (:func:`propagate_fallback`): ONNX ops re-inferred alone with the values
    known so far, contrib ops through :mod:`onnxroof.load.contrib_shapes`, shape-preserving and broadcasting ops
    directly.
@@ -13,7 +14,7 @@ read only from inside the model's folder (checked before by the loader).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxroof.core.errors import one_line
 from onnxroof.core.ir import NONDETERMINISTIC_OPS
 from onnxroof.core.protos import graph_value_types, has_bodies, normalize_domain, subgraphs_of, topological_order
+from onnxroof.load.evaluate import evaluate_node
 from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT, is_static, node_outputs
 
 DATA_PROP_ELEMENTS = 2**18
@@ -79,14 +81,17 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return graph_value_types(model.graph)
 
 
-def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -> list[str]:
-    """Main-graph outputs without a static type, and the outputs of nodes with bodies (always re-shaped).
+def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -> tuple[list[str], bool]:
+    """Main-graph outputs without a static type, and the outputs of nodes with bodies (always re-shaped); and
+    whether there is any node with bodies.
 
     :func:`is_static` is asked once per distinct TypeProto object (:func:`value_types` shares equal ones)."""
     static: dict[int, bool] = {}  # id(type) -> is_static; the types are alive in ``types`` throughout
     missing: list[str] = []
+    any_bodies = False
     for node in model.graph.node:
         bodies = has_bodies(node)
+        any_bodies = any_bodies or bodies
         for name in node.output:
             if not name:
                 continue
@@ -99,7 +104,19 @@ def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto])
                 known = static[id(type_proto)] = is_static(type_proto)
             if not known:
                 missing.append(name)
-    return missing
+    return missing, any_bodies
+
+
+def static_types(graph: onnx.GraphProto, names: Collection[str]) -> dict[str, onnx.TypeProto]:
+    """The static types a (re-)inferred ``graph`` holds for ``names``: value_info and outputs, and initializers
+    (the folded values); what a re-inference found for the outputs that lacked a type, without building
+    :func:`value_types` over every tensor."""
+    wanted = set(names)
+    found = {v.name: v.type for part in (graph.value_info, graph.output) for v in part if v.name in wanted}
+    for tensor in graph.initializer:
+        if tensor.name in wanted:
+            found[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+    return {name: type_proto for name, type_proto in found.items() if is_static(type_proto)}
 
 
 # -- fallback 1: fold small constant-only subgraphs, then re-infer
@@ -182,25 +199,12 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     return None
 
 
-def _evaluate_node(
+def _small_outputs(
     node: onnx.NodeProto, values: Mapping[str, np.ndarray], opsets: Sequence, ir_version: int
 ) -> dict[str, np.ndarray]:
-    """Run one default-domain node on known input values with the ONNX reference evaluator; its small outputs."""
-    from onnx.reference import ReferenceEvaluator
-
-    inputs = list(dict.fromkeys(n for n in node.input if n))
-    try:
-        graph = helper.make_graph(
-            [node],
-            "fold",
-            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype), None) for n in inputs],
-            [helper.make_tensor_value_info(o, 0, None) for o in node.output if o],
-        )
-        single = helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
-        results = ReferenceEvaluator(single).run(None, {n: values[n] for n in inputs})
-    except Exception:
-        return {}
-    arrays = {name: np.asarray(r) for name, r in zip([o for o in node.output if o], results, strict=False)}
+    """The outputs of ``node`` evaluated on known input ``values`` (:func:`evaluate_node`) that are small
+    (≤ ``SMALL_CONSTANT_LIMIT`` elements)."""
+    arrays = evaluate_node(node, values, opsets, ir_version)
     return {name: a for name, a in arrays.items() if a.size <= SMALL_CONSTANT_LIMIT}
 
 
@@ -217,9 +221,11 @@ def fold_small_constants(
     types: Mapping[str, onnx.TypeProto],
     order: Sequence[int] | None = None,
 ) -> tuple[onnx.ModelProto, int]:
-    """Evaluate constant-only nodes whose outputs are small; return a copy with them as initializers.
+    """Evaluate constant-only nodes whose outputs are small; return a copy with them as initializers, and how many.
 
-    Seeds: small initializers, and ``Shape``/``Size`` of statically shaped tensors. ``order``: the graph's
+    Seeds: small initializers, small ``Constant`` nodes (kept as nodes: ONNX's inference reads their values; made
+    initializers, 733 of them cost 30 ms a binding of the 7B-shaped decoder, for the same types), and
+    ``Shape``/``Size`` of statically shaped tensors. ``order``: the graph's
     :func:`~onnxroof.core.protos.topological_order` if already computed.
     """
     values = small_constant_values(model, base)
@@ -230,22 +236,22 @@ def fold_small_constants(
     folded: dict[str, np.ndarray] = {}
     for index in topological_order(nodes) if order is None else order:
         node = nodes[index]
-        if node.op_type in NONDETERMINISTIC_OPS or node.op_type in _MAY_GROW or has_bodies(node):
-            continue
         if node.op_type == "Constant" and not normalize_domain(node.domain):
             try:
                 array = _constant_value(node)
             except Exception:  # a value the evaluator cannot read: left to shape inference
                 array = None
-            if array is not None:
-                values[node.output[0]] = folded[node.output[0]] = array
+            if array is not None:  # folded with, left a node: inference reads a Constant's value itself
+                values[node.output[0]] = array
             continue
         inputs = [n for n in node.input if n]
-        if node.output[0] in shape_values or not all(n in values for n in inputs) or normalize_domain(node.domain):
+        if not all(n in values for n in inputs) or node.output[0] in shape_values:  # most nodes: the cheap test
             continue
-        if node.op_type == "ConstantOfShape" and not _small_shape(values[inputs[0]]):
+        if node.op_type in NONDETERMINISTIC_OPS or node.op_type in _MAY_GROW or normalize_domain(node.domain):
             continue
-        for name, array in _evaluate_node(node, values, opsets, model.ir_version).items():
+        if has_bodies(node) or (node.op_type == "ConstantOfShape" and not _small_shape(values[inputs[0]])):
+            continue
+        for name, array in _small_outputs(node, values, opsets, model.ir_version).items():
             values[name] = folded[name] = array
     folded.update(shape_values)
     if not folded:
@@ -276,8 +282,8 @@ def propagate_fallback(
     an op with a contrib shape function (:mod:`onnxroof.load.contrib_shapes`: ONNX Runtime's com.microsoft ops
     and its default-domain extras) gets its outputs from it; shape-preserving and broadcasting ops propagate
     directly. Small integer values flow along (``Shape`` of a now static tensor, constant-only nodes evaluated
-    with the ONNX reference evaluator), so a ``Reshape`` fed by shape arithmetic after a contrib op is shaped
-    too. ``If``/``Loop``/``Scan`` bodies are left to :func:`infer_bodies`. One pass, microseconds per node.
+    by :func:`~onnxroof.load.evaluate.evaluate_node`), so a ``Reshape`` fed by shape arithmetic after a contrib
+    op is shaped too. ``If``/``Loop``/``Scan`` bodies are left to :func:`infer_bodies`. One pass, microseconds per node.
 
     ``order``: the graph's :func:`~onnxroof.core.protos.topological_order` if already computed; ``values``: small
     constants known at load time (name -> array), seeded from the graph's small initializers when None.
@@ -342,7 +348,7 @@ def _track_values(
 ) -> None:
     """Add the small values a default-domain ``node`` yields to ``known``: ``Shape``/``Size`` of a static tensor,
     a ``Constant``'s value, or the outputs of a deterministic node whose inputs are all known and whose outputs
-    are small (evaluated with the ONNX reference evaluator)."""
+    are small (evaluated by :func:`~onnxroof.load.evaluate.evaluate_node`)."""
     if node.op_type in NONDETERMINISTIC_OPS or any(o in known for o in outputs):
         return
     if node.op_type in ("Shape", "Size"):
@@ -357,7 +363,7 @@ def _track_values(
         and any(n for n in node.input)
         and all(_small_int_or_static(types.get(o)) for o in outputs)
     ):
-        known.update(_evaluate_node(node, known, opsets, ir_version))
+        known.update(_small_outputs(node, known, opsets, ir_version))
 
 
 def _infer_bodies(

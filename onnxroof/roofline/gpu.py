@@ -205,8 +205,9 @@ class Shapes:
 def shapes(descriptors: Sequence[object], rows: int) -> Shapes:
     """The :class:`Shapes` of ``descriptors`` (rows without a descriptor, or without a complete GEMM view, are not
     ``tiled``)."""
-    table = {d: _facts(d) for d in dict.fromkeys(descriptors)}
-    facts = [table[d] for d in descriptors] if descriptors else [_facts(None)] * rows
+    # per row, not through a table of distinct descriptors: hashing a descriptor (all its fields) costs more than
+    # _facts, which returns one shared constant tuple for the rows without a GEMM view (most of them)
+    facts = [_facts(d) for d in descriptors] if descriptors else [_facts(None)] * rows
     columns = np.asarray(facts, dtype=np.float64).reshape(rows, 8)
     return Shapes(columns[:, 0] > 0, *(columns[:, i] for i in range(1, 8)))
 
