@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -31,7 +31,7 @@ from onnxroof.analysis.stages import (
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import WhatIf, whatif_warnings
 from onnxroof.core.descriptor import KernelDescriptor, accumulation_dtype, conv_geometry
-from onnxroof.core.gemm import array_gemm
+from onnxroof.core.gemm import GemmShape, array_gemm
 from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.kernel import Miss
@@ -281,22 +281,41 @@ def _place_nodes(
         launches=floats([c.launches for c in node_costs]),
         utilization=_node_utilization(ops, target),
         cold_bytes=np.zeros(len(ops)),
-        descriptors=tuple(_node_descriptor(op, cls) for op, cls in zip(ops, costed.op_classes, strict=True)),
+        descriptors=_node_descriptors(ops, costed.op_classes),
         runtime_class=classes,
     )
     figures = place_rows(work, target, model, runtime)
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
 
 
-def _node_descriptor(op: OpView, op_class: str) -> KernelDescriptor:
-    """A node on its own as a kernel: its class, GEMM view, convolution geometry and dtypes."""
-    gemm = array_gemm(op)
+def _node_descriptors(ops: Sequence[OpView], op_classes: Sequence[str]) -> tuple[KernelDescriptor, ...]:
+    """Each node on its own as a kernel (:func:`_node_descriptor`); the nodes without a GEMM view share one
+    descriptor per (class, dtype): they are equal, and a million-node chain then makes 3, not a million."""
+    shared: dict[tuple[str, str], KernelDescriptor] = {}
+    descriptors = []
+    for op, op_class in zip(ops, op_classes, strict=True):
+        gemm = array_gemm(op)
+        if gemm is not None:
+            descriptors.append(_node_descriptor(op, op_class, gemm))
+            continue
+        dtype = op.dtype
+        found = shared.get((op_class, dtype))
+        if found is None:
+            found = shared[op_class, dtype] = _node_descriptor(op, op_class, None)
+        descriptors.append(found)
+    return tuple(descriptors)
+
+
+def _node_descriptor(op: OpView, op_class: str, gemm: GemmShape | None) -> KernelDescriptor:
+    """A node on its own as a kernel: its class, GEMM view (``gemm``: :func:`array_gemm` of ``op``), convolution
+    geometry and dtypes."""
+    dtype = op.dtype
     return KernelDescriptor(
         op_class=str(op_class),
         gemm=gemm,
-        dtype=op.dtype,
+        dtype=dtype,
         conv=conv_geometry(op) if gemm is not None else None,
-        accumulation=accumulation_dtype(op.dtype),
+        accumulation=accumulation_dtype(dtype),
     )
 
 

@@ -121,7 +121,11 @@ def bind(
 def _reads_root_graph(ir: ModelIR) -> bool:
     """Whether costing ``ir`` may read the root graph (:func:`~onnxroof.costing.node.cost_node`'s ``root_graph``:
     constants of If/Loop nodes, in the graph or inside the function body of an op without a rule)."""
-    return any(op.subgraphs or REGISTRY.lookup(op.domain, op.op_type) is None for op in ir.ops)
+    if any(op.subgraphs for op in ir.ops):
+        return True
+    return any(
+        REGISTRY.lookup(domain, op_type) is None for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}
+    )
 
 
 def model_summary(loaded: LoadedModel, ir: ModelIR) -> ModelSummary:
