@@ -343,7 +343,9 @@ def _without_value_info(inferred: onnx.ModelProto) -> onnx.ModelProto:
     field alone frees nothing (the messages stay in the protobuf's arena): the copy, parsed from its
     serialization, has an arena of its own, and the inferred one is freed when the caller drops it."""
     inferred.graph.ClearField("value_info")
-    return onnx.ModelProto.FromString(inferred.SerializeToString())
+    lean = onnx.ModelProto()
+    lean.ParseFromString(inferred.SerializeToString())
+    return lean
 
 
 def stored_weight_bytes(graph: onnx.GraphProto) -> float:
