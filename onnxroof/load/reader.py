@@ -69,7 +69,8 @@ MAX_MODEL_BYTES = 4 * 2**30
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A shape-inferred model whose weights were never loaded.
+    """A shape-inferred model whose weights were never loaded. The inferred types are ``value_types``: ``model``
+    is the bound graph without its main graph's ``value_info`` (:func:`_without_value_info`; bodies keep theirs).
 
     ``order``: the main graph's :func:`~onnxroof.core.protos.topological_order`, computed once here and handed
     to the shape fallbacks and to ``build_ir(order=...)``; a ``range`` when it is the file's order (a tuple of
