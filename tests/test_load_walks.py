@@ -120,13 +120,20 @@ def test_value_types_share_equal_types_and_equal_graph_value_types(tmp_path) -> 
         [helper.make_tensor_value_info("t5", TensorProto.FLOAT, [1, 16])],
         [numpy_helper.from_array(np.zeros((2, 3), np.float32), f"w{i}") for i in range(2)],
     )
-    loaded = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
-    shared = value_types(loaded.model)
-    g = loaded.model.graph
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shared = value_types(inferred)
+    g = inferred.graph
     plain = {v.name: v.type for v in [*g.value_info, *g.input, *g.output] if v.type.HasField("tensor_type")}
     plain.update({t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in g.initializer})
     assert shared == plain and list(shared) == list(plain)  # one TypeProto per type, same mapping as one per value
     assert graph_value_types(g) == shared
     assert len({id(shared[f"t{i}"]) for i in range(6)}) == 1
     assert shared["w0"] is shared["w1"]
-    assert loaded.order == tuple(range(6))
+    assert all(shared[f"t{i}"] is not v.type for i, v in enumerate(g.value_info))  # messages of their own
+    loaded = load_model(model)
+    assert dict(loaded.value_types) == shared and list(loaded.value_types) == list(shared)
+    # the loaded model drops the main graph's value_info (its types are in value_types), nothing else
+    assert not loaded.model.graph.value_info and len(g.value_info) == 5
+    assert loaded.model.graph.node == g.node and loaded.model.graph.initializer == g.initializer
+    assert tuple(loaded.order) == tuple(range(6))  # the file order, held as a range

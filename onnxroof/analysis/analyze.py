@@ -225,9 +225,9 @@ def place(
     kernels = _place_kernels(fused, target, nodes, time_model, chosen, classes)
     graph_launch_s = use.per_run_s
     totals = build_totals(
-        nodes, costed.weights, costed.peak, kernels, target, graph_launch_s, bound.loaded.stored_weight_bytes
+        nodes, costed.weights, costed.peak, kernels, target, graph_launch_s, bound.stored_weight_bytes
     )
-    warnings = list(bound.loaded.warnings) + whatif_warnings(plan, target) + fallbacks + list(costed.warnings)
+    warnings = list(bound.warnings) + whatif_warnings(plan, target) + fallbacks + list(costed.warnings)
     return Analysis(
         model=bound.summary,
         platform=target,

@@ -100,7 +100,7 @@ def apply_runtime(fused: FusedModel, platform: Platform, runtime: Runtime) -> tu
     ``false``: copy), and a ``per-kernel`` runtime's launch mode with ``enable_cuda_graph`` (``1``: one replayed
     CUDA graph per run, with the launch defaults of that mode: one platform launch per run, 0 per node)."""
     try:
-        config, error = read_genai_config(fused.costed.bound.loaded.path), ""
+        config, error = read_genai_config(fused.costed.bound.path), ""
     except ModelError as exc:  # a side file ONNX Runtime does not read: set aside, the model still runs
         config, error = None, f"{exc}; ignored"
     if config is not None and config.enable_cuda_graph and not runtime.captured:

@@ -15,6 +15,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -65,10 +66,19 @@ def read(source: Source) -> ModelFile:
 
 @dataclass(frozen=True)
 class BoundModel:
-    """A model with its dims bound: the shape-inferred protobuf, the IR (with its graph index), the what-if knobs
-    it was bound with (precision and ``compress_mem`` restate element sizes) and the tensor densities."""
+    """A model with its dims bound: the IR (with its graph index), the what-if knobs it was bound with (precision
+    and ``compress_mem`` restate element sizes), the tensor densities, and what the later stages read of the
+    loaded model: its path, the loading warnings and the weight bytes the file stores.
 
-    loaded: LoadedModel = field(repr=False)
+    ``root_graph``: the shape-inferred main graph, kept only where the cost stage reads it (the constant trip
+    counts and conditions of If/Loop nodes, which function bodies may hold too): None when no node has a body
+    and every node has a rule. The IR holds everything else, so the protobuf (~700 B a node once shapes are
+    inferred) is freed after binding."""
+
+    path: Path | None
+    warnings: tuple[str, ...]
+    stored_weight_bytes: float
+    root_graph: onnx.GraphProto | None = field(repr=False)
     ir: ModelIR = field(repr=False)
     plan: WhatIf
     densities: DensityMap = field(repr=False)
@@ -95,8 +105,27 @@ def bind(
         tied=loaded.tied,
         view_ops=REGISTRY.view_ops,
     )
-    loaded = replace(loaded, value_types=MappingProxyType({}))  # the IR holds the shapes: free ~170 B a tensor
-    return BoundModel(loaded, ir, plan, density_map, model_summary(loaded, ir))
+    root_graph = loaded.model.graph if _reads_root_graph(ir) else None
+    return BoundModel(
+        loaded.path,
+        loaded.warnings,
+        loaded.stored_weight_bytes,
+        root_graph,
+        ir,
+        plan,
+        density_map,
+        model_summary(loaded, ir),
+    )
+
+
+def _reads_root_graph(ir: ModelIR) -> bool:
+    """Whether costing ``ir`` may read the root graph (:func:`~onnxroof.costing.node.cost_node`'s ``root_graph``:
+    constants of If/Loop nodes, in the graph or inside the function body of an op without a rule)."""
+    if any(op.subgraphs for op in ir.ops):
+        return True
+    return any(
+        REGISTRY.lookup(domain, op_type) is None for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}
+    )
 
 
 def model_summary(loaded: LoadedModel, ir: ModelIR) -> ModelSummary:
@@ -162,7 +191,7 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     wanted: list[str] = []
     densities: list[float] = []
     by_type: dict[tuple[str, str], OpClass] = {}  # (op_type, domain) -> efficiency class by type
-    root_graph = bound.loaded.model.graph
+    root_graph = bound.root_graph
     cache = CostCache()
     for op in ir.ops:
         node_cost = cost_node(op, ir, root_graph, cache)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from onnxroof.core.protos import subgraph_outer_inputs
 
@@ -98,9 +98,13 @@ def build_index(ops: Iterable[_Op], view_ops: frozenset[tuple[str, str]]) -> Gra
                 users = consumers.setdefault(name, []) if name in producer else None
                 if users is not None and op.id not in users:
                     users.append(op.id)
+    # each list made a tuple in place: a million lists, their tuples and a second dict are never alive at once
+    readers = cast(dict[str, tuple[str, ...]], consumers)  # the same dict, its values changing type below
+    for name, users in consumers.items():
+        readers[name] = tuple(users)
     return GraphIndex(
         MappingProxyType(producer),
-        MappingProxyType({k: tuple(v) for k, v in consumers.items()}),
+        MappingProxyType(readers),
         MappingProxyType(view_source),
         MappingProxyType({k: tuple(v) for k, v in view_children.items()}),
         frozenset(views),

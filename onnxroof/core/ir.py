@@ -308,7 +308,7 @@ def build_graph_ir(
             subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, opset))
         else:  # most nodes: the schema's defaults, one shared read-only view per (op, opset)
             subgraphs, attrs = _EMPTY, default_attributes(op_type, opset, domain)
-        inputs = tuple(tensors.get(name) or _unknown(name) if name else None for name in node.input)
+        inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in node.input])
         role = _output_role(op_type, domain, inputs, subgraphs)
         outputs: list[TensorInfo | None] = []
         for name in node.output:

@@ -187,9 +187,10 @@ def topological_order(nodes: Sequence[onnx.NodeProto]) -> tuple[int, ...]:
 def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
     """Types ONNX inference recorded in one (sub)graph: value_info, inputs, outputs, initializers.
 
-    Values with equal types (every ``[1, 16]`` float tensor) map to ONE TypeProto, the first one met: a Python
-    wrapper per tensor costs ~150 B, and readers may cache what they derive from a type by identity. The types
-    are read, never changed."""
+    Values with equal types (every ``[1, 16]`` float tensor) map to ONE TypeProto, equal to the first one met: a
+    Python wrapper per tensor costs ~150 B, and readers may cache what they derive from a type by identity. The
+    types are read, never changed. Each is a message of its own, parsed from its serialization, not a part of
+    ``graph``: the mapping does not keep ``graph``'s protobuf alive (the loader frees the inferred one)."""
     shared: dict[bytes, onnx.TypeProto | None] = {}
     types: dict[str, onnx.TypeProto] = {}
     for values in (graph.value_info, graph.input, graph.output):
@@ -198,7 +199,8 @@ def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
             key = type_proto.SerializeToString()
             canonical: onnx.TypeProto | Literal[False] | None = shared.get(key, False)
             if canonical is False:
-                canonical = shared[key] = type_proto if type_proto.HasField("tensor_type") else None
+                tensor = type_proto.HasField("tensor_type")
+                canonical = shared[key] = onnx.TypeProto.FromString(key) if tensor else None
             if canonical is not None:
                 types[value.name] = canonical
     made: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
