@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
 from types import MappingProxyType
 
-from onnxroof.core.bundled import bundled_bytes, bundled_names, looks_like_path
+from onnxroof.core.bundled import bundled_bytes, bundled_names, read_user_file, user_file
 from onnxroof.core.errors import PlatformError
 from onnxroof.platform.model import Platform
 from onnxroof.platform.parse import parse_platform
@@ -22,14 +21,11 @@ def load_platform(name_or_path: str | os.PathLike[str]) -> Platform:
     A string counts as a path when it ends in ``.toml`` or contains a path separator; anything else is
     looked up among the bundled platforms, and an unknown name raises :class:`PlatformError` listing them.
     """
-    if isinstance(name_or_path, os.PathLike) or looks_like_path(name_or_path):
-        path = Path(name_or_path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise PlatformError(f"{path}: cannot read platform file: {exc.strerror or exc}") from None
+    path = user_file(name_or_path)
+    if path is not None:
+        data = read_user_file(path, "platform", PlatformError)
         return _parse(data, label=str(path), origin=str(path), stem=None)
-    key = name_or_path.strip().lower()
+    key = str(name_or_path).strip().lower()
     if key in bundled_platform_names():  # a file's own name: parse that file alone, not all of them for the index
         return _load_bundled(key)
     index = _bundled_index()

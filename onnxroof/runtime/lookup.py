@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from pathlib import Path
 from typing import Protocol
 
-from onnxroof.core.bundled import bundled_bytes, bundled_names, looks_like_path
+from onnxroof.core.bundled import bundled_bytes, bundled_names, read_user_file, user_file
 from onnxroof.core.errors import RuntimeProfileError
 from onnxroof.runtime.model import Runtime
 from onnxroof.runtime.parse import parse_runtime
@@ -22,14 +21,11 @@ def load_runtime(name_or_path: str | os.PathLike[str]) -> Runtime:
     A string counts as a path when it ends in ``.toml`` or contains a path separator; an unknown name raises
     :class:`RuntimeProfileError` listing the bundled ones.
     """
-    if isinstance(name_or_path, os.PathLike) or looks_like_path(name_or_path):
-        path = Path(name_or_path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise RuntimeProfileError(f"{path}: cannot read runtime file: {exc.strerror or exc}") from None
+    path = user_file(name_or_path)
+    if path is not None:
+        data = read_user_file(path, "runtime", RuntimeProfileError)
         return parse_runtime(data, label=str(path), origin=str(path), stem=None)
-    key = name_or_path.strip().lower()
+    key = str(name_or_path).strip().lower()
     if key not in runtime_names():
         raise RuntimeProfileError(
             f"unknown runtime {name_or_path!r}; bundled runtimes: {', '.join(runtime_names())} "
