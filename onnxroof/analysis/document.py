@@ -7,7 +7,6 @@ measured overlay and the fleet table read it, so every output shows the same fig
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,20 +51,22 @@ NODE_FIELDS = (
 )
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def finite_column(values: list[Any]) -> list[Any]:
+    """``values`` with every non-finite float (an intensity with no bytes moved) as None, the JSON ``null``;
+    the list itself when there is none (``v - v`` is NaN, which is unequal to 0, exactly for inf and NaN)."""
+    if any(type(value) is float and value - value != 0 for value in values):
+        return [None if type(value) is float and value - value != 0 else value for value in values]
+    return values
 
 
 def node_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
     """Each node's :data:`NODE_FIELDS` as the JSON document gives them (non-finite figures as None), in order."""
-    return ({key: _finite(record[key]) for key in NODE_FIELDS} for record in analysis.nodes.records())
+    return analysis.nodes.records(fix=finite_column, fields=NODE_FIELDS)
 
 
 def kernel_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
     """Each kernel's fields as the JSON document gives them (non-finite figures as None), in order."""
-    return ({key: _finite(value) for key, value in record.items()} for record in analysis.kernels.records())
+    return analysis.kernels.records(fix=finite_column)
 
 
 def platform_dict(analysis: Analysis) -> dict[str, Any]:

@@ -9,7 +9,7 @@ is equal, and :meth:`RowView.to_dict` gives its fields as plain data in :attr:`R
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, TypeVar, overload
 
 import numpy as np
@@ -175,16 +175,26 @@ class RowTable(Sequence[View]):
     def __iter__(self) -> Iterator[View]:
         return (self._view(i) for i in range(len(self)))
 
-    def records(self, chunk: int = 4096) -> Iterator[dict[str, Any]]:
+    def records(
+        self,
+        chunk: int = 4096,
+        fix: Callable[[list[Any]], list[Any]] | None = None,
+        fields: Sequence[str] | None = None,
+    ) -> Iterator[dict[str, Any]]:
         """Every row's fields as a dict (the view's :meth:`RowView.to_dict`), read a column at a time over ``chunk``
         rows: what a renderer of all rows reads, without a view and a descriptor call per field and row, and
-        without holding more than ``chunk`` rows' values at once."""
+        without holding more than ``chunk`` rows' values at once. ``fix``, when given, maps each column's values
+        before the rows are made (e.g. non-finite floats to None, once per column rather than per value);
+        ``fields``: which fields, in that order (default: the view's ``FIELDS``)."""
         view = self.VIEW
+        names = view.FIELDS if fields is None else tuple(fields)
         for start in range(0, len(self), chunk):
             stop = min(start + chunk, len(self))
-            columns = {name: _column(view, name, self, start, stop) for name in view.FIELDS}
-            for offset in range(stop - start):
-                yield view.plain_record({name: values[offset] for name, values in columns.items()})
+            columns = [_column(view, name, self, start, stop) for name in names]
+            if fix is not None:
+                columns = [fix(values) for values in columns]
+            for row in zip(*columns, strict=True):
+                yield view.plain_record(dict(zip(names, row, strict=True)))
 
     def _view(self, row: int) -> View:
         return self.VIEW(self, row)  # type: ignore[return-value]  # VIEW is the subclass's View
