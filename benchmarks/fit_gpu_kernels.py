@@ -9,6 +9,9 @@ Fitted, each to the grid value that minimizes the median |predicted / measured �
 * ``library_latency_s`` (0.1 µs grid) and ``max_split_k`` (1, 2, 4, 8, unbounded) jointly, on the even library
   rows (GEMM, GEMV, batched GEMM, convolution, SDPA);
 * ``transfer_latency_s`` (0.1 µs grid) on the even elementwise rows (the streaming class whose efficiency is 1);
+* ``grouped_conv_share`` (0.01 grid, 0.30–1.00), with the two fitted above, on the even grouped-convolution rows
+  (``groups > 1``, not depthwise, fewer than 64 output channels per group) whose prediction it moves: more than
+  10 % between shares 1 and 0.5 (the others are latency-bound and carry no information on it);
 * the ``torch-cuda`` runtime's ``[efficiency]`` factors of ``normalization``, ``softmax`` and ``reduction``
   (0.01 grid) on the even rows of each class, with the fitted transfer latency (run 1 has its 10 reduction rows
   at odd positions: none to fit on, so ``reduction`` keeps the runtime file's value, measured by ``calibrate``).
@@ -29,7 +32,7 @@ import numpy as np
 
 from onnxroof.measure.gpu_kernels import predict, read_kernels, summarize
 from onnxroof.platform.lookup import load_platform
-from onnxroof.roofline.gpu import GPU, GpuTime
+from onnxroof.roofline.gpu import GPU, NARROW_GROUP, GpuTime
 from onnxroof.roofline.place import ROOFLINE
 from onnxroof.runtime.lookup import load_runtime
 from onnxroof.runtime.model import RuntimeKernelClass
@@ -39,6 +42,7 @@ STREAMING = {"elementwise", "reduction", "norm", "softmax"}
 GRID = np.round(np.arange(0.0, 8.01e-6, 0.1e-6), 9)
 SPLITS = (1.0, 2.0, 4.0, 8.0, float("inf"))
 FACTORS = np.round(np.arange(0.1, 1.001, 0.01), 2)
+SHARES = np.round(np.arange(0.3, 1.001, 0.01), 2)
 CLASSES = {"norm": RuntimeKernelClass.NORMALIZATION, "softmax": RuntimeKernelClass.SOFTMAX}
 CLASSES["reduction"] = RuntimeKernelClass.REDUCTION
 
@@ -46,6 +50,21 @@ CLASSES["reduction"] = RuntimeKernelClass.REDUCTION
 def _median_error(kernels, model, platform, runtime=None) -> float:
     predicted = predict(kernels, platform, model, runtime)
     return float(np.median([abs(p / k.time_s - 1) for k, p in zip(kernels, predicted, strict=True)]))
+
+
+def _grouped(kernel) -> bool:
+    """A grouped convolution that is not depthwise, narrower than ``NARROW_GROUP`` per group (what
+    ``grouped_conv_share`` applies to)."""
+    conv = kernel.descriptor.conv
+    narrow = conv is not None and conv.out_per_group < NARROW_GROUP
+    return kernel.descriptor.op_class == "conv" and conv is not None and conv.groups > 1 and narrow
+
+
+def _moved_by_share(kernels, model, platform):
+    """The rows of ``kernels`` whose prediction moves by more than 10 % between grouped shares 1 and 0.5."""
+    whole = predict(kernels, platform, replace(model, grouped_conv_share=1.0))
+    half = predict(kernels, platform, replace(model, grouped_conv_share=0.5))
+    return [k for k, a, b in zip(kernels, whole, half, strict=True) if b > 1.1 * a]
 
 
 def fit(kernels, platform):
@@ -59,6 +78,9 @@ def fit(kernels, platform):
     elementwise = [k for k in even if k.kind == "elementwise"]
     transfer = min(GRID, key=lambda t: _median_error(elementwise, GpuTime(transfer_latency_s=t), platform))
     model = GpuTime(transfer_latency_s=float(transfer), library_latency_s=float(lib), max_split_k=split)
+    grouped = _moved_by_share([k for k in even if _grouped(k)], model, platform)
+    share = min(SHARES, key=lambda r: _median_error(grouped, replace(model, grouped_conv_share=float(r)), platform))
+    model = replace(model, grouped_conv_share=float(share))
     base = load_runtime("torch-cuda")
     factors = {}
     for kind, cls in CLASSES.items():
@@ -87,7 +109,8 @@ def main(run1: str, run2: str) -> None:
     fitted = ", ".join(f"{cls} {f:.2f}" for cls, f in factors.items())
     print(
         f"fitted on {len(kernels[0::2])} even rows: transfer_latency_s = {model.transfer_latency_s:.1e}, "
-        f"library_latency_s = {model.library_latency_s:.1e}, max_split_k = {model.max_split_k:g}; "
+        f"library_latency_s = {model.library_latency_s:.1e}, max_split_k = {model.max_split_k:g}, "
+        f"grouped_conv_share = {model.grouped_conv_share:g}; "
         f"torch-cuda efficiency: {fitted}"
     )
     torch_cuda = load_runtime("torch-cuda")

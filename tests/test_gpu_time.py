@@ -132,6 +132,35 @@ def test_channels_pad_to_the_tensor_core_fragment(tmp_path: Path) -> None:
     assert fp32.t_compute_s[0] == pytest.approx(2 * (2 * 64 * 64 * 16) / (share * 1e12 / 4), rel=1e-12)
 
 
+def test_grouped_convolutions_run_at_the_fitted_share_of_their_arithmetic(tmp_path: Path) -> None:
+    # 4 groups of a 64×16×(8·9) product (8 input, 16 output channels per group: narrow, tiled on one fp16
+    # fragment): 4 tiles of 64×16 and 3 K-steps on the 4 SMs, one wave: 3 · STEP_64 / 4 ungrouped; as a narrow
+    # grouped convolution, that / GROUPED_CONV_SHARE; the same product without a convolution is not touched
+    platform = toy(tmp_path)
+    geometry = ConvGeometry(1, 4, 8, 16, (3, 3), (1, 1), (1, 1))
+    row = gemm_row(64, 16, 72, groups=4, op_class="conv", conv=geometry)
+    flops = 4 * 2 * 64 * 16 * 72
+    ungrouped = 3 * STEP_64 / 4
+    assert gpu_model.GROUPED_CONV_SHARE == 0.58
+    grouped = place(work([(row, flops)]), platform, NO_LATENCY)
+    assert grouped.t_compute_s[0] == pytest.approx(ungrouped / 0.58, rel=1e-12)
+    whole = GpuTime(transfer_latency_s=0.0, library_latency_s=0.0, grouped_conv_share=1.0)
+    assert place(work([(row, flops)]), platform, whole).t_compute_s[0] == pytest.approx(ungrouped, rel=1e-12)
+    batched = place(work([(gemm_row(64, 16, 72, groups=4), flops)]), platform, NO_LATENCY)
+    assert batched.t_compute_s[0] == pytest.approx(ungrouped, rel=1e-12)
+    # two groups of 64 output channels (AlexNet-style, not narrow) are ordinary GEMMs
+    wide = ConvGeometry(1, 2, 8, 64, (3, 3), (1, 1), (1, 1))
+    two = gemm_row(64, 64, 72, groups=2, op_class="conv", conv=wide)
+    assert gpu_model.NARROW_GROUP == 64
+    plain = place(work([(gemm_row(64, 64, 72, groups=2), flops)]), platform, NO_LATENCY).t_compute_s[0]
+    assert place(work([(two, flops)]), platform, NO_LATENCY).t_compute_s[0] == pytest.approx(plain, rel=1e-12)
+    # the fixed kernel time is not divided: only the arithmetic is
+    latency = GpuTime(transfer_latency_s=0.0, library_latency_s=1e-6)
+    assert place(work([(row, flops)]), platform, latency).t_compute_s[0] == pytest.approx(
+        ungrouped / 0.58 + 1e-6, rel=1e-12
+    )
+
+
 def test_small_tiles_are_limited_by_the_l2(tmp_path: Path) -> None:
     # L2 at 64 B/clk over 4 SMs = 16 GB/s per SM: a 64×64 tile's K-step reads (64+64)·32·2 B = 8 KiB in
     # 0.512 µs, slower than its 0.131 µs of math; 96×96×64 is still best as 4 such tiles in one wave
@@ -168,7 +197,9 @@ def test_depthwise_and_pointwise_kernels_run_on_cuda_cores(tmp_path: Path) -> No
     )
     flops = 1e6
     figures = place(work([(depthwise, flops), (grouped, flops), (None, flops)]), platform, NO_LATENCY)
-    assert figures.t_compute_s.tolist() == pytest.approx([flops / 1e12] * 3, rel=1e-12)  # fp32 CUDA-core rate
+    # the fp32 CUDA-core rate; the grouped convolution (4 output channels per group: narrow) at its share of it
+    expected = [flops / 1e12, flops / 1e12 / gpu_model.GROUPED_CONV_SHARE, flops / 1e12]
+    assert figures.t_compute_s.tolist() == pytest.approx(expected, rel=1e-12)
 
 
 def test_memory_rows_stream_from_l2_when_they_fit_else_from_dram(tmp_path: Path) -> None:

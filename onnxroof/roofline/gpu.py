@@ -105,6 +105,25 @@ every GPU (an FFMA GEMM is bound by register-file bandwidth and issue, not by th
 design, not of one chip). Applied to tiled rows off the tensor cores on datasheet platforms; a measured platform's
 fp32 peak is this figure already."""
 
+NARROW_GROUP = min(n for _, n in TILES)
+"""A group narrower than the narrowest CTA tile of :data:`TILES` (64 columns) is what :data:`GROUPED_CONV_SHARE`
+applies to: the range it was measured on (4–32 output channels per group); two wide groups (AlexNet's and
+ZFNet's ``group = 2``, 128–192 per group) are ordinary GEMMs, one after the other."""
+
+GROUPED_CONV_SHARE = 0.58
+"""[fitted] The share of the tile model's (or, below a fragment of channels per group, the CUDA-core path's)
+arithmetic rate that a narrow grouped convolution reaches (``groups > 1``, op class ``conv``: not depthwise, and
+fewer output channels per group than :data:`NARROW_GROUP`): its time is ``t_arith / 0.58``. Such a convolution is
+``g`` narrow GEMMs of ``N = C_out / g`` columns each (4–32 in ResNeXt); the library's grouped kernels reuse each
+loaded input far less than a tile of that width would, and the
+H200 measured them at 1.5–2.8× the tile model's time at every size where the arithmetic matters (ResNeXt-50's
+3×3 convolutions at batch 32: 12–50 µs measured, 8–18 µs predicted). Fitted by benchmarks/fit_gpu_kernels.py on
+the even grouped-convolution rows of run 1 of the H200 kernels (benchmarks/data/gpu/kernels.csv) whose prediction
+the share moves (more than 10 % between shares 1 and 0.5: the others are latency-bound and carry no information
+on it), the 0.01-grid value minimizing their median |error|; run 1's odd rows and run 2 are the held-out check
+(run 2's 41 such rows: 24.8 % → 8.5 %). Assumed for every GPU and library (TensorRT's grouped kernels included):
+a property of narrow grouped GEMMs, measured on one GPU."""
+
 L2_FIT_SHARE = 0.5
 """assumed: a kernel whose bytes fit in half the L2 streams them from L2 (the producer just wrote them; the
 other half holds what else is live)."""
@@ -170,6 +189,8 @@ CONSTANT_SOURCES: Mapping[str, str] = MappingProxyType(
         "cuda_core_gemm_share": f"{CUDA_CORE_GEMM_SHARE:.3f}: measured, calibrate --device cuda on an H200: fp32 "
         "matmul 51.3 of 67 TFLOP/s",
         "unaligned_operands": "L2 traffic × 16 B ÷ the widest load K and N allow: CUTLASS/cuBLAS alignment rule",
+        "grouped_conv_share": f"{GROUPED_CONV_SHARE}: [fitted] on the even grouped-convolution rows of the H200 "
+        "kernels that it moves",
     }
 )
 """Each constant of the model with its value and source, as reports show them."""
@@ -318,8 +339,9 @@ class GpuTime:
     fixed kernel times are counted in cycles at the platform's clock (:meth:`latencies`); ``transfer_latency_s``
     and ``library_latency_s``, when given, replace them with fixed seconds on every GPU (the H200 kernel fit
     sweeps them); ``library_cycles``, ``(generation, cycles)`` pairs (hashable, as the model is), when given,
-    replaces :data:`LIBRARY_CYCLES_BY_GENERATION` (the published rows' fit sweeps it); ``max_split_k``, when given,
-    replaces :data:`MAX_SPLIT_K` (the H200 kernel fit sweeps it).
+    replaces :data:`LIBRARY_CYCLES_BY_GENERATION` (the published rows' fit sweeps it); ``max_split_k`` and
+    ``grouped_conv_share``, when given, replace :data:`MAX_SPLIT_K` and :data:`GROUPED_CONV_SHARE` (the H200
+    kernel fit sweeps them).
     """
 
     name: str = "gpu"
@@ -327,6 +349,7 @@ class GpuTime:
     library_latency_s: float | None = None
     library_cycles: tuple[tuple[str, float], ...] | None = None
     max_split_k: float | None = None
+    grouped_conv_share: float | None = None
 
     def latencies(self, gpu: GpuSpec) -> tuple[float, float]:
         """The fixed times ``(t_transfer, t_library)`` of a streaming and a library kernel on ``gpu``:
@@ -352,6 +375,8 @@ class GpuTime:
             out["library_latency_s"] = f"{self.library_latency_s:g}: given by the caller"
         if self.max_split_k is not None:
             out["max_split_k"] = f"{self.max_split_k:g}: given by the caller"
+        if self.grouped_conv_share is not None:
+            out["grouped_conv_share"] = f"{self.grouped_conv_share:g}: given by the caller"
         if self.library_cycles is not None:
             out["library_cycles"] = f"{dict(self.library_cycles)}: given by the caller"
         return out
@@ -365,6 +390,9 @@ class GpuTime:
           S``), ``c`` :data:`CUDA_CORE_GEMM_SHARE` for a tiled row off the tensor cores on a datasheet platform,
           else 1; CUDA-core rows:
           ``t_compute = F / (e·P_fp32) + t_lat`` (:func:`cuda_core_time`); other rows ``F / (e·u·P) + t_lat``;
+          a grouped convolution of fewer than :data:`NARROW_GROUP` output channels per group has its arithmetic
+          term (tiled or CUDA-core) divided by ``r``, :data:`GROUPED_CONV_SHARE`: ``t_compute = t_arith / r +
+          t_lat``;
         * ``t_memory = t_stream / e + t_lat`` with ``t_stream`` from :func:`stream_time`;
         * ``t_overhead = launch_s × launches`` (``launch_s`` the runtime's, :attr:`Roofs.launch_s`);
           ``t = max(t_compute, t_memory) + t_overhead``;
@@ -395,7 +423,10 @@ class GpuTime:
         untiled = np.where(on_cores, cores, roofline_compute)
         transfer_s, library_s = self.latencies(gpu)
         latency = np.where(np.isin(classes, list(LIBRARY_CLASSES)), library_s, transfer_s)
-        compute = np.where(tiled, np.maximum(tiles, work.flops / tiled_peak), untiled) + latency
+        arithmetic = np.where(tiled, np.maximum(tiles, work.flops / tiled_peak), untiled)
+        grouped_share = GROUPED_CONV_SHARE if self.grouped_conv_share is None else self.grouped_conv_share
+        grouped = (s.groups > 1) & (classes == "conv") & (s.n < NARROW_GROUP)
+        compute = np.where(grouped, arithmetic / grouped_share, arithmetic) + latency
         stream = stream_time(work.bytes, work.cold_bytes, roofs.bandwidth, gpu, l2_bandwidth)
         memory = stream / e + latency
         overhead = roofs.launch_s * work.launches
