@@ -161,6 +161,22 @@ def test_grouped_convolutions_run_at_the_fitted_share_of_their_arithmetic(tmp_pa
     )
 
 
+def test_a_second_pass_runs_after_its_kernel(tmp_path: Path) -> None:
+    # L2 1 MB at 1 TB/s, DRAM 100 GB/s: a row of 4.4 MB with a 400 kB bias pass streams its 4 MB from DRAM (40 µs)
+    # and then the pass from L2 (the kernel just wrote it; 0.4 µs), where 4.4 MB in one kernel take 44 µs
+    platform = toy(tmp_path, l2_bytes_per_clock=1000)
+    plain = work([(None, 0.0)], bytes_=4.4e6)
+    two = Work(**{**plain.__dict__, "pass_bytes": floats([0.4e6])})
+    assert place(plain, platform, NO_LATENCY).latency_s[0] == pytest.approx(44e-6, rel=1e-12)
+    figures = place(two, platform, NO_LATENCY)
+    assert figures.latency_s[0] == pytest.approx(40e-6 + 0.4e-6, rel=1e-12)
+    assert figures.t_compute_s[0] == pytest.approx(0.4e-6, rel=1e-12)  # the pass follows the kernel either way
+    # with the fixed kernel times: the pass pays one transfer latency of its own
+    assert platform.gpu is not None
+    transfer = GPU.latencies(platform.gpu)[0]
+    assert place(two, platform, GPU).latency_s[0] == pytest.approx(40e-6 + 0.4e-6 + 2 * transfer, rel=1e-12)
+
+
 def test_small_tiles_are_limited_by_the_l2(tmp_path: Path) -> None:
     # L2 at 64 B/clk over 4 SMs = 16 GB/s per SM: a 64×64 tile's K-step reads (64+64)·32·2 B = 8 KiB in
     # 0.512 µs, slower than its 0.131 µs of math; 96×96×64 is still best as 4 such tiles in one wave

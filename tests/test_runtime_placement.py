@@ -361,3 +361,38 @@ def test_llm_output_says_what_the_per_request_cost_added(tmp_path: Path) -> None
     plain = json.loads(invoke(*args, "--runtime", "tensorrt-llm", "-f", "json").stdout)
     assert costly["request_s"] == pytest.approx(r, rel=1e-12) and plain["request_s"] == 0.0
     assert "per request" not in invoke(*args, "--runtime", "tensorrt-llm").stdout
+
+
+CONVS = """
+<ir_version: 8, opset_import: ["" : 17]>
+convs (float[1, 8, 16, 16] x, float[16, 8, 3, 3] w, float[16] b) => (float[1, 16, 16, 16] y, float[1, 16, 16, 16] z)
+{
+    y = Conv <pads = [1, 1, 1, 1]> (x, w, b)
+    z = Conv <pads = [1, 1, 1, 1]> (x, w)
+}
+"""
+
+
+def test_a_separate_conv_bias_is_a_second_pass_of_the_convolution_with_a_bias(tmp_path: Path) -> None:
+    """PyTorch adds a convolution's bias with its own kernel: the Conv with a bias gains 2·W + W·b/E bytes (read its
+    output and the bias, write the output: W = 16·16·16·4 B, E = 4,096 outputs, b = 16), E FLOPs and one launch;
+    the Conv without a bias is untouched; the JSON says how many passes."""
+    path = tmp_path / "convs.onnx"
+    onnx.save(parse_model(CONVS), path)
+    platform = write_platform(tmp_path / "p.toml", launch_us=5)
+    extra = 'per_kernel_us = { value = 3, source = "t" }\n'
+    fused = runtime_file(tmp_path / "fused.toml", "per-kernel", extra)
+    bias = '[kernels]\nconv_bias = { value = "separate", source = "t" }\n'
+    separate = runtime_file(tmp_path / "separate.toml", "per-kernel", extra + bias)
+    before, after = (onnxroof.analyze(path, platform, runtime=r) for r in (fused, separate))
+    written = 16 * 16 * 16 * 4
+    pass_bytes = 2 * written + written * 16 / 4096
+    with_bias, without = after.kernels
+    assert with_bias.bytes == pytest.approx(before.kernels[0].bytes + pass_bytes, rel=1e-12)
+    assert with_bias.flops == before.kernels[0].flops + 4096
+    assert with_bias.t_overhead_s == pytest.approx(2 * 3e-6) and without.t_overhead_s == pytest.approx(3e-6)
+    assert without.bytes == before.kernels[1].bytes and without.latency_s == before.kernels[1].latency_s
+    assert after.runtime is not None and after.runtime.bias_passes == 1 and before.runtime.bias_passes == 0
+    section = to_dict(after)["runtime"]
+    assert section["conv_bias"] == "separate" and section["bias_passes"] == 1
+    assert to_dict(before)["runtime"]["conv_bias"] == "fused"

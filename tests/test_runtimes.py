@@ -10,6 +10,7 @@ from onnxroof.core.errors import RuntimeProfileError
 from onnxroof.core.profiles import FusionProfile
 from onnxroof.platform.lookup import bundled_platforms, load_platform
 from onnxroof.runtime import (
+    ConvBias,
     KvWrite,
     LaunchMode,
     RuntimeKernelClass,
@@ -48,6 +49,8 @@ per_run_us = { value = 12, source = "measured" }
 per_request_us = { value = 800, source = "fitted" }
 [kv_cache]
 write = { value = "in-place", source = "paged" }
+[kernels]
+conv_bias = { value = "separate", source = "the framework's conv" }
 [efficiency]
 gemv_w4 = { value = 0.7, source = "microbenchmark" }
 """
@@ -97,6 +100,9 @@ def test_a_user_file_in_si_units(tmp_path: Path) -> None:
     assert runtime.per_kernel_s == pytest.approx(1.5e-6) and runtime.per_run_s == pytest.approx(12e-6)
     assert runtime.per_request_s == pytest.approx(800e-6) and runtime.sources["launch.per_request_us"] == "fitted"
     assert runtime.kv_write == KvWrite.IN_PLACE
+    assert runtime.conv_bias == ConvBias.SEPARATE and runtime.sources["kernels.conv_bias"] == "the framework's conv"
+    assert load_runtime("tensorrt").conv_bias == ConvBias.FUSED  # absent: the convolution adds its bias
+    assert load_runtime("torch-cuda").conv_bias == ConvBias.SEPARATE  # PyTorch's cuDNN path: a second add
     assert runtime.factor(RuntimeKernelClass.GEMV_W4) == 0.7 and runtime.factor(RuntimeKernelClass.GEMM) == 1.0
     assert runtime.sources["efficiency.gemv_w4"] == "microbenchmark"
 
@@ -123,6 +129,8 @@ def test_launch_defaults_follow_the_mode() -> None:
         (("value = 1.5", "value = -1"), "launch.per_kernel_us: value must be a number ≥ 0"),
         (("value = 800", 'value = "1 ms"'), "launch.per_request_us: value must be a number ≥ 0"),
         (('"in-place"', '"inplace"'), "kv_cache.write.value: must be one of in-place, copy"),
+        (('"separate"', '"apart"'), "kernels.conv_bias.value: must be one of fused, separate"),
+        (("conv_bias =", "bias ="), "kernels.bias: unknown key"),
         (('["gpu"]', '["tpu"]'), "targets[0]: must be one of gpu, cpu, accelerator"),
         (('"tensorrt"', '"tvm"'), "fusion_profile: must be one of"),
         (("schema = 1", "schema = 2"), "schema: must be 1"),

@@ -342,6 +342,7 @@ def _place_kernels(
         cold_bytes=floats([c.params * per_param for c in costs]),
         descriptors=fused.descriptors,
         runtime_class=classes,
+        pass_bytes=fused.pass_bytes,
     )
     ideal = tuple(kernel.ideal for kernel in kernels)
     figures, ideal_latency = place_kernels(work, ideal, target, model, runtime)

@@ -6,6 +6,13 @@ saying what was applied: the runtime, its launch mode and the figures used, how 
 that came from (the runtime file or a ``genai_config.json`` beside the model), the efficiency factors per kernel
 class and how many kernels each touched.
 
+**Convolution bias in a second pass.** A runtime whose ``[kernels] conv_bias`` is ``separate`` (PyTorch's cuDNN
+path) runs each convolution with a bias input as the convolution and then one in-place add: the kernel anchored
+on a ``Conv`` or ``ConvTranspose`` with a bias gains ``pass = 2·W + W·b/E`` bytes (read the output and the bias,
+write the output: ``W`` the anchor's output bytes as costed, ``E`` its output elements, ``b`` the bias elements),
+``E`` FLOPs and one launch; :attr:`~onnxroof.analysis.stages.FusedModel.pass_bytes` records ``pass`` so that a time
+model can run it after the kernel (:func:`separate_conv_bias`).
+
 **In-place KV cache.** A ``present`` output ``Y`` aliasing a ``past`` input ``X`` (:func:`kv_pairs`) costs, written
 in place, only the new tokens: the node producing ``Y`` writes ``bytes(Y) − bytes(X)`` instead of ``bytes(Y)``, and
 when it is a ``Concat`` reading ``X`` (the copy the shared buffer removes) it reads ``bytes(X)`` less too. So a
@@ -34,7 +41,7 @@ from onnxroof.fusion.descriptor import describe
 from onnxroof.load.genai_config import read_genai_config
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import Objects
-from onnxroof.runtime import KvWrite, LaunchMode, Runtime, RuntimeKernelClass, RuntimeLaunch
+from onnxroof.runtime import ConvBias, KvWrite, LaunchMode, Runtime, RuntimeKernelClass, RuntimeLaunch
 from onnxroof.runtime.classes import kernel_class
 
 _PAST_NAME = re.compile(r"past.*(key|value)", re.IGNORECASE)
@@ -67,6 +74,8 @@ class RuntimeUse:
     genai_error: str = ""
     """Why a ``genai_config.json`` beside the model was ignored (it does not parse, or a field is malformed): the
     model still runs under ONNX Runtime, so the file is set aside with this line rather than the model refused."""
+    bias_passes: int = 0
+    """Kernels that pay a separate bias pass (``conv_bias = "separate"``, :func:`separate_conv_bias`; else 0)."""
 
     def to_dict(self) -> dict[str, Any]:
         """What the runtime did, for the JSON document: name, launch mode and the figures applied (s), the KV
@@ -83,6 +92,8 @@ class RuntimeUse:
             "kv_write": str(self.kv_write),
             "kv_write_from": self.kv_from,
             "kv_saved_bytes": self.kv_saved_bytes,
+            "conv_bias": str(runtime.conv_bias),
+            "bias_passes": self.bias_passes,
             "factors": {
                 cls: {"value": value, "kernels": count, "source": runtime.sources.get(f"efficiency.{cls}", "")}
                 for cls, (value, count) in self.factors.items()
@@ -116,6 +127,9 @@ def apply_runtime(fused: FusedModel, platform: Platform, runtime: Runtime) -> tu
     saved = 0.0
     if kv_write == KvWrite.IN_PLACE:
         fused, saved = write_in_place(fused)
+    passes = 0
+    if runtime.conv_bias == ConvBias.SEPARATE:
+        fused, passes = separate_conv_bias(fused)
     classes = kernel_classes(fused) if runtime.efficiency else np.full(len(fused.kernels), None, dtype=object)
     counts = {cls: int(np.count_nonzero(classes == cls)) for cls in runtime.efficiency}
     use = RuntimeUse(
@@ -129,8 +143,42 @@ def apply_runtime(fused: FusedModel, platform: Platform, runtime: Runtime) -> tu
         genai=config.facts() if config is not None else (),
         genai_path=config.path if config is not None else "",
         genai_error=error,
+        bias_passes=passes,
     )
     return fused, use, classes
+
+
+def separate_conv_bias(fused: FusedModel) -> tuple[FusedModel, int]:
+    """``fused`` with each convolution's bias added by a second kernel (module docstring): the kernels anchored on
+    a ``Conv`` / ``ConvTranspose`` with a bias input gain the pass's bytes, FLOPs and launch, and
+    :attr:`~onnxroof.analysis.stages.FusedModel.pass_bytes` says how many bytes each pass moves; the count of such
+    kernels."""
+    ir = fused.costed.bound.ir
+    node_costs = fused.costed.node_costs
+    pass_bytes = np.zeros(len(fused.kernels))
+    kernels = list(fused.kernels)
+    for row, kernel in enumerate(fused.kernels):
+        anchor = ir.op(kernel.node_ids[0])
+        if anchor is None or anchor.op_type not in ("Conv", "ConvTranspose"):
+            continue
+        bias, output = anchor.input(2), anchor.output(0)
+        if bias is None or output is None or bias.shape is None or output.shape is None:
+            continue
+        if any(d is None for d in (*bias.shape, *output.shape)):
+            continue
+        elements = math.prod(d for d in output.shape if d is not None)
+        if elements == 0:
+            continue
+        written = node_costs[int(fused.anchors[row])].cost.bytes_written
+        bias_read = written * math.prod(d for d in bias.shape if d is not None) / elements
+        extra = Cost(flops=float(elements), bytes_read=written + bias_read, bytes_written=written)
+        kernels[row] = replace(kernel, cost=kernel.cost + extra)
+        pass_bytes[row] = extra.bytes
+    count = int(np.count_nonzero(pass_bytes))
+    if not count:
+        return fused, 0
+    launches = fused.launches + (pass_bytes > 0)
+    return replace(fused, kernels=tuple(kernels), launches=launches, pass_bytes=pass_bytes), count
 
 
 # ------------------------------------------------------------------------------------------ kernel classes

@@ -290,7 +290,10 @@ class FusedModel:
 
     ``anchors``: each kernel's anchor node (position in the IR's order); ``launches``: kernel launches per run
     (what each costs, and whether the run is one replayed graph, is the runtime's: placement); ``int8``: kernels
-    a QDQ pattern runs at int8 (QLinearConv, QLinearMatMul, QGemm)."""
+    a QDQ pattern runs at int8 (QLinearConv, QLinearMatMul, QGemm); ``pass_bytes``: bytes each kernel moves in a
+    second, elementwise pass the runtime adds after it (a convolution's bias added separately,
+    :func:`~onnxroof.analysis.runtime_use.separate_conv_bias`), already counted in its cost; None: no kernel has
+    one."""
 
     costed: CostedModel
     profile: str
@@ -301,6 +304,7 @@ class FusedModel:
     anchors: npt.NDArray[np.int64]
     launches: npt.NDArray[np.float64]
     int8: npt.NDArray[np.bool_]
+    pass_bytes: npt.NDArray[np.float64] | None = None
 
 
 def fuse(costed: CostedModel, profile: str) -> FusedModel:

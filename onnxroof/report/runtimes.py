@@ -20,7 +20,7 @@ def _launch_text(value: float | None, absent: str) -> str:
 
 def runtime_dict(runtime: Runtime) -> dict[str, Any]:
     """One runtime as plain data: its identity, launch figures (µs; None: the default the mode implies), KV write,
-    efficiency factors and every source."""
+    how it adds a convolution's bias, efficiency factors and every source."""
     return {
         "name": runtime.name,
         "title": runtime.title,
@@ -31,6 +31,7 @@ def runtime_dict(runtime: Runtime) -> dict[str, Any]:
         "per_run_us": None if runtime.per_run_s is None else runtime.per_run_s * 1e6,
         "per_request_us": runtime.per_request_s * 1e6,
         "kv_write": str(runtime.kv_write),
+        "conv_bias": str(runtime.conv_bias),
         "efficiency": {str(cls): value for cls, value in runtime.efficiency.items()},
         "sources": dict(runtime.sources),
         "path": runtime.path,
@@ -84,6 +85,8 @@ def runtime_lines(use: RuntimeUse) -> list[str]:
         lines.append(f"KV write {use.kv_write} from {use.kv_from} (past_present_share_buffer), {verdict}")
     if use.kv_saved_bytes:
         lines.append(f"in-place KV write saves {si(use.kv_saved_bytes, 'B')} per run")
+    if use.bias_passes:
+        lines.append(f"convolution bias added by a kernel of its own after {use.bias_passes} convolution(s)")
     for cls, (value, count) in use.factors.items():
         lines.append(f"efficiency {cls} × {value:g} on {count} kernel(s)")
     if use.genai:

@@ -394,6 +394,11 @@ class GpuTime:
           term (tiled or CUDA-core) divided by ``r``, :data:`GROUPED_CONV_SHARE`: ``t_compute = t_arith / r +
           t_lat``;
         * ``t_memory = t_stream / e + t_lat`` with ``t_stream`` from :func:`stream_time`;
+        * a row with a second pass of ``B_p`` bytes (:attr:`~onnxroof.roofline.place.Work.pass_bytes`: the
+          runtime adds a convolution's bias with its own kernel) streams ``B − B_p`` in the kernel and runs the
+          pass after it, an elementwise kernel: ``t_pass = t_stream(B_p) / e_elementwise + t_transfer`` (its bytes
+          hot in L2 when they fit: the kernel just wrote them) is added to both ``t_compute`` and ``t_memory``, so
+          ``t = max(t_compute, t_memory) + t_pass + t_overhead`` (its launch is one of the row's launches);
         * ``t_overhead = launch_s × launches`` (``launch_s`` the runtime's, :attr:`Roofs.launch_s`);
           ``t = max(t_compute, t_memory) + t_overhead``;
         * bound ``compute`` when ``t_compute ≥ t_memory`` and ``F > 0``, else ``memory``.
@@ -427,8 +432,13 @@ class GpuTime:
         grouped_share = GROUPED_CONV_SHARE if self.grouped_conv_share is None else self.grouped_conv_share
         grouped = (s.groups > 1) & (classes == "conv") & (s.n < NARROW_GROUP)
         compute = np.where(grouped, arithmetic / grouped_share, arithmetic) + latency
-        stream = stream_time(work.bytes, work.cold_bytes, roofs.bandwidth, gpu, l2_bandwidth)
+        passes = np.zeros(rows) if work.pass_bytes is None else work.pass_bytes
+        stream = stream_time(work.bytes - passes, work.cold_bytes, roofs.bandwidth, gpu, l2_bandwidth)
         memory = stream / e + latency
+        # a second, elementwise pass after the kernel (a bias added by its own kernel): it runs after it
+        second = stream_time(passes, np.zeros(rows), roofs.bandwidth, gpu, l2_bandwidth)
+        second = np.where(passes > 0, second / platform.class_efficiency("elementwise") + transfer_s, 0.0)
+        compute, memory = compute + second, memory + second
         overhead = roofs.launch_s * work.launches
         bound = choose((compute >= memory) & (work.flops > 0), Bound.COMPUTE, Bound.MEMORY)
         return Times(compute, memory, overhead, np.maximum(compute, memory) + overhead, bound)

@@ -69,7 +69,9 @@ class Work:
     ``descriptors``: each row's kernel descriptor (op class, GEMM view, dtypes) for time models that look at a
     kernel's shape (empty when none was built); ``runtime_class``: each row's
     :class:`~onnxroof.runtime.RuntimeKernelClass`, the key of the runtime's ``[efficiency]`` factors (None: no
-    factor applies).
+    factor applies); ``pass_bytes``: bytes of ``bytes`` that a second, elementwise pass after the row moves (a
+    convolution's bias added by its own kernel; None: none), which a time model may run after the row rather
+    than overlapped with it (the roofline, a lower bound, overlaps them).
     """
 
     flops: Floats
@@ -82,6 +84,7 @@ class Work:
     cold_bytes: Floats
     descriptors: tuple[object, ...] = ()
     runtime_class: Objects | None = None
+    pass_bytes: Floats | None = None
 
     def __len__(self) -> int:
         return len(self.flops)

@@ -12,6 +12,7 @@ from onnxroof.runtime.lookup import (
     runtime_names,
 )
 from onnxroof.runtime.model import (
+    ConvBias,
     KvWrite,
     LaunchMode,
     Runtime,
@@ -20,6 +21,7 @@ from onnxroof.runtime.model import (
 )
 
 __all__ = [
+    "ConvBias",
     "KvWrite",
     "LaunchMode",
     "Runtime",

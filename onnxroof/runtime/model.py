@@ -16,6 +16,8 @@ table ``{ value = ..., source = "<text>" }``. The file::
     per_request_us = { value = 800, source = "..." } # optional, ≥ 0
     [kv_cache]                        # optional
     write = { value = "in-place", source = "..." }  # KvWrite
+    [kernels]                         # optional
+    conv_bias = { value = "separate", source = "..." }  # ConvBias
     [efficiency]                      # optional; a RuntimeKernelClass per key, value in (0, 2]
     gemm = { value = 1.0, source = "..." }
 
@@ -31,6 +33,11 @@ Python around the model): :func:`onnxroof.studies.llm.llm` adds it to the time t
 
 **KV cache.** ``in-place``: a ``present.*`` output that aliases its ``past_key_values.*`` input writes only the new
 tokens; ``copy`` (the graph as written, the default): ``present`` is written whole every step.
+
+**Convolution bias.** ``fused`` (the default): a convolution's bias is added by the convolution kernel itself.
+``separate``: the runtime adds it afterwards with one more elementwise kernel that reads the convolution's output
+and the bias and writes the output again (PyTorch's cuDNN path), a second pass per convolution with a bias input
+(:func:`onnxroof.analysis.runtime_use.separate_conv_bias`).
 
 **Efficiency.** Factors on the platform's sustained roofs per kernel class (:class:`RuntimeKernelClass`), absent:
 1. A value above 1 says the runtime's kernels of that class beat the share of the datasheet the platform's
@@ -69,6 +76,15 @@ class KvWrite(StrEnum):
     """``present`` aliases ``past`` (a shared or paged buffer): only the new tokens' keys and values are written."""
     COPY = "copy"
     """``present`` is a new tensor: past + new written in full every step (the ONNX graph as written)."""
+
+
+class ConvBias(StrEnum):
+    """How a runtime adds a convolution's bias."""
+
+    FUSED = "fused"
+    """In the convolution kernel (its epilogue): no traffic beyond the bias read."""
+    SEPARATE = "separate"
+    """One more elementwise kernel after the convolution: reads its output and the bias, writes the output."""
 
 
 class RuntimeKernelClass(StrEnum):
@@ -126,10 +142,12 @@ class Runtime:
     fusion_profile: FusionProfile
     launch: RuntimeLaunch
     kv_write: KvWrite = KvWrite.COPY
+    conv_bias: ConvBias = ConvBias.FUSED
     efficiency: Mapping[RuntimeKernelClass, float] = field(default_factory=lambda: _EMPTY_FLOATS, hash=False)
     """Kernel class → factor on the platform's sustained roofs (absent: 1)."""
     sources: Mapping[str, str] = field(default_factory=lambda: _EMPTY_TEXT, hash=False)
-    """Dotted key (``launch.per_kernel_us``, ``kv_cache.write``, ``efficiency.gemv_w4``) → its source."""
+    """Dotted key (``launch.per_kernel_us``, ``kv_cache.write``, ``kernels.conv_bias``, ``efficiency.gemv_w4``) →
+    its source."""
     path: str = ""
     """``bundled:<name>`` or the file it was read from."""
     notes: str = ""

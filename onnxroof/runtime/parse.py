@@ -17,6 +17,7 @@ from onnxroof.runtime.model import (
     MAX_EFFICIENCY,
     SCHEMA_VERSION,
     TARGET_KINDS,
+    ConvBias,
     KvWrite,
     LaunchMode,
     Runtime,
@@ -25,10 +26,11 @@ from onnxroof.runtime.model import (
 )
 
 _TOP_KEYS = frozenset(
-    {"schema", "name", "title", "targets", "fusion_profile", "notes", "launch", "kv_cache", "efficiency"}
+    {"schema", "name", "title", "targets", "fusion_profile", "notes", "launch", "kv_cache", "kernels", "efficiency"}
 )
 _LAUNCH_KEYS = frozenset({"mode", "per_kernel_us", "per_run_us", "per_request_us"})
 _KV_KEYS = frozenset({"write"})
+_KERNEL_KEYS = frozenset({"conv_bias"})
 _FIGURE_KEYS = frozenset({"value", "source"})
 
 
@@ -45,6 +47,7 @@ def parse_runtime(data: bytes, *, label: str, origin: str, stem: str | None) -> 
     sources: dict[str, str] = {}
     launch = _launch(reader.table(doc["launch"], "launch"), reader, sources)
     kv_write = _kv_write(reader.table(doc.get("kv_cache", {}), "kv_cache"), reader, sources)
+    conv_bias = _conv_bias(reader.table(doc.get("kernels", {}), "kernels"), reader, sources)
     efficiency = _efficiency(reader.table(doc.get("efficiency", {}), "efficiency"), reader, sources)
     return Runtime(
         name=name,
@@ -53,6 +56,7 @@ def parse_runtime(data: bytes, *, label: str, origin: str, stem: str | None) -> 
         fusion_profile=FusionProfile(reader.choice(doc["fusion_profile"], "fusion_profile", FusionProfile)),
         launch=launch,
         kv_write=kv_write,
+        conv_bias=conv_bias,
         efficiency=MappingProxyType(efficiency),
         sources=MappingProxyType(sources),
         path=origin,
@@ -97,6 +101,15 @@ def _kv_write(table: Mapping[str, Any], reader: TomlReader, sources: dict[str, s
         return KvWrite.COPY
     value, sources["kv_cache.write"] = _figure(table["write"], "kv_cache.write", reader)
     return KvWrite(reader.choice(value, "kv_cache.write.value", KvWrite))
+
+
+def _conv_bias(table: Mapping[str, Any], reader: TomlReader, sources: dict[str, str]) -> ConvBias:
+    """``[kernels] conv_bias``: ``fused`` or ``separate`` with its source (absent: ``fused``)."""
+    reader.refuse_unknown(table, _KERNEL_KEYS, "kernels")
+    if "conv_bias" not in table:
+        return ConvBias.FUSED
+    value, sources["kernels.conv_bias"] = _figure(table["conv_bias"], "kernels.conv_bias", reader)
+    return ConvBias(reader.choice(value, "kernels.conv_bias.value", ConvBias))
 
 
 def _efficiency(
