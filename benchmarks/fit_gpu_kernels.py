@@ -12,9 +12,11 @@ Fitted, each to the grid value that minimizes the median |predicted / measured â
 * ``grouped_conv_share`` (0.01 grid, 0.30â€“1.00), with the two fitted above, on the even grouped-convolution rows
   (``groups > 1``, not depthwise, fewer than 64 output channels per group) whose prediction it moves: more than
   10 % between shares 1 and 0.5 (the others are latency-bound and carry no information on it);
-* the ``torch-cuda`` runtime's ``[efficiency]`` factors of ``normalization``, ``softmax`` and ``reduction``
-  (0.01 grid) on the even rows of each class, with the fitted transfer latency (run 1 has its 10 reduction rows
-  at odd positions: none to fit on, so ``reduction`` keeps the runtime file's value, measured by ``calibrate``).
+* the ``torch-cuda`` runtime's ``[efficiency]`` factors of ``normalization``, ``softmax``, ``reduction`` and
+  ``prefill_attention`` (0.01 grid) on the even rows of each class (for the last, SDPA rows of more than one
+  query token: run 1's even ones all have head size 128, its odd ones 64), with the fitted transfer latency (run 1
+  has its 10 reduction rows at odd positions: none to fit on, so ``reduction`` keeps the runtime file's value,
+  measured by ``calibrate``).
 
 Prints the fitted values, then the median error per kind on the test rows (run 1 odd) and on run 2: the model as
 committed (``GPU`` with ``runtimes/torch-cuda.toml``) and the model without the runtime's factors, each on the
@@ -45,6 +47,7 @@ FACTORS = np.round(np.arange(0.1, 1.001, 0.01), 2)
 SHARES = np.round(np.arange(0.3, 1.001, 0.01), 2)
 CLASSES = {"norm": RuntimeKernelClass.NORMALIZATION, "softmax": RuntimeKernelClass.SOFTMAX}
 CLASSES["reduction"] = RuntimeKernelClass.REDUCTION
+CLASSES["sdpa"] = RuntimeKernelClass.PREFILL_ATTENTION  # the SDPA rows of more than one query token
 
 
 def _median_error(kernels, model, platform, runtime=None) -> float:
@@ -84,7 +87,7 @@ def fit(kernels, platform):
     base = load_runtime("torch-cuda")
     factors = {}
     for kind, cls in CLASSES.items():
-        rows = [k for k in even if k.kind == kind]
+        rows = [k for k in even if k.kind == kind and (kind != "sdpa" or (k.queries or 1) > 1)]
         if not rows:  # run 1 put every reduction row at an odd position: nothing to fit, the runtime's value stands
             factors[cls] = base.factor(cls)
             continue

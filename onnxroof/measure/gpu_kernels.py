@@ -52,8 +52,8 @@ class KernelDataError(OnnxroofError):
 
 @dataclass(frozen=True, slots=True)
 class MeasuredKernel:
-    """One measured row: its kind and op, the precision, ideal FLOPs and bytes, the measured seconds, and the
-    descriptor a time model reads."""
+    """One measured row: its kind and op, the precision, ideal FLOPs and bytes, the measured seconds, the
+    descriptor a time model reads, and an attention row's query tokens (``q_len``; None for other kinds)."""
 
     kind: str
     op: str
@@ -62,6 +62,7 @@ class MeasuredKernel:
     bytes: float
     time_s: float
     descriptor: KernelDescriptor
+    queries: int | None = None
 
 
 def read_kernels(path: str | Path) -> tuple[MeasuredKernel, ...]:
@@ -101,6 +102,7 @@ def _row(row: Mapping[str, str], where: str) -> MeasuredKernel:
         bytes=_number(row, "bytes", where, 0.0),
         time_s=time_s,
         descriptor=_descriptor(row, kind, _DTYPES[precision], where),
+        queries=int(_number(row, "q_len", where)) if kind == "sdpa" else None,
     )
 
 
@@ -131,7 +133,8 @@ def row_work(kernels: Sequence[MeasuredKernel]) -> Work:
     """The measured kernels as placement rows: their FLOPs, bytes, precision, op class and descriptor, no
     launches, PE utilization 1, every byte cold (the measurement cycles input sets of ≥ 3 × the L2 so that
     operands come from DRAM), and each row's runtime kernel class (:func:`~onnxroof.runtime.classes.kernel_class`:
-    products have no weight input here, SDPA rows are attention), the key of a runtime's ``[efficiency]``."""
+    products have no weight input here, SDPA rows are attention: ``decode_attention`` at one query token, else
+    ``prefill_attention``), the key of a runtime's ``[efficiency]``."""
     count = len(kernels)
     return Work(
         flops=floats([k.flops for k in kernels]),
@@ -150,7 +153,7 @@ def row_work(kernels: Sequence[MeasuredKernel]) -> Work:
 def _runtime_class(kernel: MeasuredKernel) -> str:
     gemm = kernel.descriptor.gemm
     m = gemm.m if gemm is not None and kernel.descriptor.op_class == "matmul" else None
-    return str(kernel_class(kernel.descriptor.op_class, m, None, kernel.kind == "sdpa", None))
+    return str(kernel_class(kernel.descriptor.op_class, m, None, kernel.kind == "sdpa", kernel.queries))
 
 
 def predict(
