@@ -12,12 +12,14 @@ platform, the measured SingleStream latency or Offline throughput, the source), 
 * ``gpu``: the shape-aware GPU model (issue 22), when the installed onnxroof has one (a column of ``–``
   otherwise).
 
-How a row is asked: ``analyze(model, platform, dims={"N": batch, "S": SEQUENCE}, whatif=WhatIf(precision="int8"))``
-(``S`` for BERT only: :data:`SEQUENCE`, SQuAD's mean unpadded length, as NVIDIA's harness runs it)
-(the ``--precision int8`` what-if: every tensor restated as int8, as NVIDIA's INT8 engines run with calibrated
-per-tensor scales; the graphs are float32 without Q/DQ nodes). When the installed onnxroof has runtime profiles
-(``onnxroof.runtime``), a row whose harness replays a CUDA graph (``cuda_graph = true``) runs under
-:data:`RUNTIME_GRAPH` and the others under :data:`RUNTIME_KERNEL`; otherwise under the platform's default.
+How a row is asked: ``analyze(model, platform, dims={"N": batch}, whatif=WhatIf(precision="int8"))`` (the
+``--precision int8`` what-if: every tensor restated as int8, as NVIDIA's INT8 engines run with calibrated
+per-tensor scales; the graphs are float32 without Q/DQ nodes), run as its stages (read once; bind, cost and fuse
+once per shape; place per row and time model). A BERT row is asked at many sequence lengths and averaged over the
+lengths of the features MLPerf runs (:func:`bert_batch_time`, :data:`LENGTHS`), as NVIDIA's harness runs them.
+When the installed onnxroof has runtime profiles (``onnxroof.runtime``), a row whose harness replays a CUDA graph
+(``cuda_graph = true``) runs under :data:`RUNTIME_GRAPH` and the others under :data:`RUNTIME_KERNEL`; otherwise
+under the platform's default.
 
 Figures compared (nothing is fitted per row; one constant per GPU generation, the library kernels' fixed cycles on
 Volta and Turing, is fitted by ``--fit`` on the declared training split, :func:`training_ids`, and the summary
@@ -37,6 +39,7 @@ files) or whose analysis fails is kept in the table with the reason in place of 
 from __future__ import annotations
 
 import argparse
+import bisect
 import importlib
 import inspect
 import json
@@ -55,24 +58,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_models import build  # noqa: E402
 
 from onnxroof import analyze  # noqa: E402
+from onnxroof.analysis.analyze import place  # noqa: E402
+from onnxroof.analysis.stages import bind, cost, fuse, read  # noqa: E402
 from onnxroof.analysis.whatif import WhatIf  # noqa: E402
+from onnxroof.platform.lookup import load_platform  # noqa: E402
 from onnxroof.roofline.place import ROOFLINE  # noqa: E402
+from onnxroof.runtime import runtime_for  # noqa: E402
 
 MEASUREMENTS = Path(__file__).resolve().parent / "gpu_measurements.toml"
 WORK = Path(__file__).resolve().parent / "_work" / "gpu"
 TARGET = 0.20
 SEQUENCE_MAX = 384  # MLPerf BERT's max_seq_length: what the engine is built for, and the padded shape
-SEQUENCE = 177
-"""Tokens per BERT sample as NVIDIA's harness runs them (padding removed, each sample at its own length): the mean
-real length of SQuAD v1.1 at max_seq_length 384, [derived] 384 × (1 − 0.54) = 176.6 → 177, from "For SQuAD-v1.1,
-padding accounts for 54% of the total input tokens when the max sequence length is 384" (Krell et al.'s
-padding-removal study, https://openreview.net/forum?id=3nzKUh9a4M, abstract). Caveats: the paper does not say
-which split (train or dev) it counted; attention's S² work at the mean length is below the mean of S² over the
-samples (E[S²] ≥ E[S]²), so the attention share is slightly under-counted. That the harness removes the padding
-in every scenario: NVIDIA's MLPerf v1.1 BERT README, "Variable Sequence Lengths: We truncate the padded part of the
-input sequences and concatenate the truncated sequences when forming a batch"
+LENGTHS = Path(__file__).resolve().parent / "data" / "squad_v1.1_dev_lengths.toml"
+"""The histogram (length → count) of the unpadded lengths of the 10,833 features MLPerf BERT runs (SQuAD v1.1
+dev at max_seq_length 384, max_query_length 64, doc_stride 128), made by ``benchmarks/squad_lengths.py`` (its
+provenance in the file): mean 178.49 tokens, median 164, 53.5 % of a padded batch's tokens padding. That the
+harness removes the padding in every scenario: NVIDIA's MLPerf v1.1 BERT README, "Variable Sequence Lengths: We
+truncate the padded part of the input sequences and concatenate the truncated sequences when forming a batch"
 (https://github.com/mlcommons/inference_results_v1.1/blob/7fc43356c4d71ed6ec97af9d035a34ed146587b8/closed/NVIDIA/
 code/bert/tensorrt/README.md; its one network builder, bert_var_seqlen.py, serves every scenario)."""
+LENGTH_STEP = 8
+"""Tokens between the lengths a BERT row is analyzed at (:func:`length_weights`)."""
+GRAPH_LENGTH_STEP = 4
+"""With CUDA graphs at batch 1, NVIDIA's harness replays the graph captured for the next total length up, graphs
+being captured at 4, 8, ..., 380 and 384 tokens when the largest batch is ≤ 8: ``BERTCoreVS::InitializeGraphSpecs``
+("add graph specs for batch size = 1 if max batch size <= 8", step 4) and ``BERTCoreVS::infer``
+(``GetClosestGraphSpec``), https://github.com/mlcommons/inference_results_v3.0/blob/
+dad59af09e9e62eceec4bee48794e201d6cf9170/closed/NVIDIA/code/harness/harness_bert/bert_core_vs.cc: the packed
+input (the GEMMs' tokens) is that length; the attention kernels read the real one from the sequence offsets."""
 RUNTIME_GRAPH = "tensorrt-cudagraph"
 RUNTIME_KERNEL = "tensorrt"
 TIME_MODELS = ("roofline", "gpu")
@@ -129,39 +142,136 @@ def _platform_exists(name: str) -> bool:
     return True
 
 
-def predict_row(row: dict[str, Any], model_path: Path, models: dict[str, object]) -> dict[str, Any]:
+def load_lengths(path: Path = LENGTHS) -> dict[int, int]:
+    """The histogram in ``path``'s ``[counts]`` table: unpadded length (tokens) → number of features."""
+    with open(path, "rb") as f:
+        return {int(length): int(count) for length, count in tomllib.load(f)["counts"].items()}
+
+
+def graph_lengths(counts: dict[int, int], step: int = GRAPH_LENGTH_STEP) -> dict[int, int]:
+    """``counts`` with each length rounded up to the next multiple of ``step`` (the length of the CUDA graph the
+    harness replays for it, :data:`GRAPH_LENGTH_STEP`): ``L → ⌈L / step⌉ · step``."""
+    out: dict[int, int] = {}
+    for length, count in counts.items():
+        up = -(-length // step) * step
+        out[up] = out.get(up, 0) + count
+    return out
+
+
+def length_weights(counts: dict[int, int], step: int = LENGTH_STEP) -> dict[int, float]:
+    """The lengths to analyze and the weight of each, so that ``Σ weight · t(length)`` is the mean of ``t`` over
+    the histogram ``counts`` with ``t`` interpolated linearly between the analyzed lengths.
+
+    The analyzed lengths (the grid ``g``): the shortest length, every multiple of ``step`` above it and below the
+    longest, and the longest. A length ``L`` with ``n`` features on a grid point puts ``n / N`` on it (``N`` the
+    features in all); between grid points ``a < L < b`` it puts ``n (b − L) / ((b − a) N)`` on ``a`` and ``n (L −
+    a) / ((b − a) N)`` on ``b`` (the exact weights of the linear interpolation ``t(L) ≈ t(a) + (t(b) − t(a)) (L −
+    a) / (b − a)``). The weights sum to 1; a histogram of one length gives ``{L: 1.0}``, the one-length
+    prediction; the weighted mean of the grid lengths is the histogram's mean length. Grid points of weight 0
+    (no length within ``step`` of them) are left out."""
+    total = sum(counts.values())
+    low, high = min(counts), max(counts)
+    grid = sorted({low, high, *range(-(-low // step) * step, high, step)})
+    weights = dict.fromkeys(grid, 0.0)
+    for length, count in counts.items():
+        i = bisect.bisect_left(grid, length)
+        if grid[i] == length:
+            weights[length] += count / total
+            continue
+        a, b = grid[i - 1], grid[i]
+        weights[a] += count * (b - length) / ((b - a) * total)
+        weights[b] += count * (length - a) / ((b - a) * total)
+    return {length: weight for length, weight in weights.items() if weight > 0}
+
+
+def bert_weights(row: dict[str, Any], counts: dict[int, int] | None = None) -> dict[int, float]:
+    """The lengths a BERT row is analyzed at and their weights (:func:`length_weights`) over the histogram
+    (:data:`LENGTHS`), rounded up to the replayed CUDA graph's length at batch 1 with graphs (:func:`graph_lengths`).
+
+    SingleStream: each query is one feature drawn at random from the 10,833 (MLPerf's performance sample set
+    for BERT is the whole dev set), run at its own length; the mean latency is ``E_L[t(1, L)]``. Offline: the
+    harness sorts the query's samples by length, longest first, and cuts the sorted list into batches of
+    ``gpu_batch_size`` (``BERTServer::IssueQuery``, "Sort samples in the descending order of sentence length",
+    https://github.com/mlcommons/inference_results_v3.1/blob/eaf622a25c00f2b4b1d2c4f5b4f430570429d24a/closed/
+    NVIDIA/code/harness/harness_bert/bert_server.cc, the same in earlier rounds), so a batch holds ``B``
+    features of (nearly) one length: an Offline query holds tens of thousands of samples (MLPerf's 600 s minimum
+    run at the measured throughput), so one batch of 8 to 1,280 spans under 5 % of the sorted list. Each batch is
+    taken as ``B`` sequences of one length ``L`` (GEMMs over ``B · L`` tokens, attention per sequence over ``L²``),
+    ``L`` distributed as the histogram: the time per batch is ``E_L[t(B, L)]``, the throughput ``B / E_L[t(B, L)]``.
+    Not modelled: a batch straddling two lengths (taken as the mix of both), and Offline CUDA graphs (none of the
+    Offline rows replays one)."""
+    counts = load_lengths() if counts is None else counts
+    if row.get("cuda_graph") and row["batch"] == 1:
+        counts = graph_lengths(counts)
+    return length_weights(counts)
+
+
+_READ: dict[Path, Any] = {}
+_FUSED: dict[tuple[Any, ...], Any] = {}
+
+
+def _fused(model_path: Path, dims: dict[str, int], precision: str, profile: str) -> Any:
+    """The model bound at ``dims`` under the precision what-if, costed and fused under ``profile``: once per
+    (model, dims, precision, profile) in a run (the stages of :func:`onnxroof.analyze`, placement left out)."""
+    key = (model_path, tuple(sorted(dims.items())), precision, profile)
+    if key not in _FUSED:
+        if model_path not in _READ:
+            _READ[model_path] = read(model_path)
+        bound = bind(_READ[model_path], dims, None, WhatIf(precision=precision))
+        _FUSED[key] = fuse(cost(bound), profile)
+    return _FUSED[key]
+
+
+def _latency(row: dict[str, Any], model_path: Path, dims: dict[str, int], model: object, runtime: str | None) -> float:
+    """``totals.latency_s`` of ``analyze(model_path, row's platform, dims, precision what-if, model, runtime)``."""
+    target = load_platform(row["platform"])
+    target.peak(row["precision"])  # raises PlatformError naming what the platform has
+    chosen = runtime_for(target, runtime, None)
+    fused = _fused(model_path, dims, row["precision"], chosen.fusion_profile)
+    return float(place(fused, target, model, chosen).totals.latency_s)  # type: ignore[arg-type]
+
+
+def bert_batch_time(
+    row: dict[str, Any], model_path: Path, model: object, runtime: str | None, weights: dict[int, float]
+) -> float:
+    """The predicted time of one batch of a BERT row: ``Σ_L w_L · t(batch, L)`` over :func:`bert_weights`
+    (SingleStream: the mean latency; Offline: the mean time of one sorted batch), ``t(N, L)`` the analysis's
+    ``totals.latency_s`` at ``{"N": N, "S": L}``."""
+    return sum(w * _latency(row, model_path, {"N": row["batch"], "S": s}, model, runtime) for s, w in weights.items())
+
+
+def predict_row(
+    row: dict[str, Any], model_path: Path, models: dict[str, object], counts: dict[int, int] | None = None
+) -> dict[str, Any]:
     """``row`` with ``pred`` added: per time model name, the predicted latency of one batch (s), the predicted
-    figure in the row's metric, and its error; or ``skipped`` / ``failed`` with the reason."""
+    figure in the row's metric, and its error; or ``skipped`` / ``failed`` with the reason. A BERT row is the
+    mean over the lengths of ``counts`` (default :data:`LENGTHS`; :func:`bert_batch_time`)."""
     out = dict(row)
     if not _platform_exists(row["platform"]):
         out["skipped"] = f"platform {row['platform']!r} is not bundled in this onnxroof"
         return out
-    dims = {"N": row["batch"], "S": SEQUENCE} if row["shape"] == "bert-large" else {"N": row["batch"]}
+    bert = row["shape"] == "bert-large"
+    weights = bert_weights(row, counts) if bert else {}
+    if bert:
+        out["lengths"] = {"analyzed": len(weights), "mean": sum(s * w for s, w in weights.items())}
     runtime = _runtime_for(row)
     out["runtime_profile"] = runtime or "platform default"
-    extra: dict[str, Any] = {"runtime": runtime} if runtime else {}
     out["pred"] = {}
     for name, model in models.items():
         try:
-            analysis = analyze(
-                model_path,
-                row["platform"],
-                dims,
-                whatif=WhatIf(precision=row["precision"]),
-                time_model=model,  # type: ignore[arg-type]
-                **extra,
-            )
+            if bert:
+                latency = bert_batch_time(row, model_path, model, runtime, weights)
+            else:
+                latency = _latency(row, model_path, {"N": row["batch"]}, model, runtime)
         except Exception as exc:  # reported in the table, precisely
             out["pred"][name] = {"failed": f"{type(exc).__name__}: {exc}"}
             continue
-        latency = analysis.totals.latency_s
         if row["metric"] == "latency_ms":
             figure = latency * 1e3
         else:
             figure = row["batch"] / latency if latency > 0 else float("inf")
         out["pred"][name] = {
             "latency_s": latency,
-            "kernels": analysis.totals.kernels,
             "figure": figure,
             "error": latency / measured_batch_time(row) - 1,
         }

@@ -10,6 +10,7 @@ import onnx
 import pytest
 
 from onnxroof import analyze
+from onnxroof.analysis.whatif import WhatIf
 from onnxroof.platform.lookup import bundled_platform_names
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -250,9 +251,75 @@ def test_the_held_out_summary_leaves_the_training_rows_out() -> None:
     assert bench.summary(rows, ["gpu"])["gpu"]["median_abs_error"] == pytest.approx(0.4)
 
 
-def test_bert_runs_at_squads_mean_unpadded_length() -> None:
-    # 54% of SQuAD v1.1's tokens are padding at max_seq_length 384: 384 × 0.46 = 176.6
-    assert bench.SEQUENCE == round(bench.SEQUENCE_MAX * (1 - 0.54)) == 177
+def test_the_length_histogram_is_mlperfs_10833_features() -> None:
+    """MLPerf BERT's QSL holds 10,833 features (SQuAD v1.1 dev at 384/64/128); the committed histogram sums to
+    them, its mean and padding share are the file's header, and every length lies between the shortest possible
+    feature and max_seq_length."""
+    import tomllib
+
+    counts = bench.load_lengths()
+    with open(bench.LENGTHS, "rb") as f:
+        header = tomllib.load(f)
+    total = sum(counts.values())
+    tokens = sum(length * count for length, count in counts.items())
+    assert total == header["features"] == 10_833
+    assert tokens == header["tokens"]
+    assert tokens / total == pytest.approx(header["mean"], abs=1e-4)
+    assert header["mean"] == pytest.approx(178.494, abs=1e-3)
+    assert 1 - tokens / (total * bench.SEQUENCE_MAX) == pytest.approx(header["padding_share"], abs=1e-4)
+    assert min(counts) == header["min"] and max(counts) == header["max"] == bench.SEQUENCE_MAX
+    assert all(count > 0 for count in counts.values())
+
+
+def test_length_weights_are_the_exact_linear_interpolation() -> None:
+    """Lengths 10 (×1), 13 (×2), 16 (×1) on a grid of step 8: the grid is 10, 16 (the shortest, the multiples of
+    8 between, the longest); 13 sits 3/6 of the way from 10 to 16, so each end gets half of its 2 features:
+    10 → (1 + 1) / 4, 16 → (1 + 1) / 4."""
+    weights = bench.length_weights({10: 1, 13: 2, 16: 1}, step=8)
+    assert weights == pytest.approx({10: 0.5, 16: 0.5})
+    assert sum(weights.values()) == pytest.approx(1)
+    # 20 lies between grid points 16 and 24: 4/8 each way; 30 is the last grid point
+    weights = bench.length_weights({10: 2, 20: 1, 30: 1}, step=8)
+    assert weights == pytest.approx({10: 0.5, 16: 0.125, 24: 0.125, 30: 0.25})
+    # the weighted mean of the grid is the histogram's mean: a linear t(L) is averaged exactly
+    assert sum(s * w for s, w in weights.items()) == pytest.approx((2 * 10 + 20 + 30) / 4)
+
+
+def test_graph_rows_round_lengths_up_to_the_captured_graph() -> None:
+    assert bench.graph_lengths({41: 1, 44: 2, 45: 3, 384: 1}) == {44: 3, 48: 3, 384: 1}
+    counts = bench.load_lengths()
+    rounded = bench.graph_lengths(counts)
+    assert sum(rounded.values()) == sum(counts.values())
+    assert all(length % 4 == 0 for length in rounded)
+    ss, graph = {"batch": 1, "cuda_graph": False}, {"batch": 1, "cuda_graph": True}
+    assert bench.bert_weights(ss, counts) == bench.length_weights(counts)
+    assert bench.bert_weights(graph, counts) == bench.length_weights(rounded)
+
+
+@pytest.mark.parametrize("row_id", ["xavier-bert-ss", "t4-bert-off"])
+def test_a_one_length_histogram_is_the_one_length_prediction(rows: list[dict], folder: Path, row_id: str) -> None:
+    """A histogram of one length L predicts exactly what ``analyze`` gives at ``{"N": batch, "S": L}``; two
+    lengths give the count-weighted mean of the two analyses (SingleStream: the mean latency; Offline: the mean
+    time of a sorted batch, throughput = batch ÷ that)."""
+    (row,) = [r for r in rows if r["id"] == row_id]
+    path = gpu_models.build("bert-large", folder)
+    model = bench.time_model("gpu")
+    runtime = bench._runtime_for(row)
+
+    def direct(length: int) -> float:
+        extra = {"runtime": runtime} if runtime else {}
+        a = analyze(path, row["platform"], {"N": row["batch"], "S": length}, whatif=WhatIf(precision="int8"),
+                    time_model=model, **extra)  # fmt: skip
+        return a.totals.latency_s
+
+    one = bench.predict_row(row, path, {"gpu": model}, counts={177: 5})
+    assert one["pred"]["gpu"]["latency_s"] == pytest.approx(direct(177), rel=1e-12)
+    assert one["lengths"] == {"analyzed": 1, "mean": 177.0}
+    two = bench.predict_row(row, path, {"gpu": model}, counts={120: 3, 256: 1})["pred"]["gpu"]
+    assert two["latency_s"] == pytest.approx((3 * direct(120) + direct(256)) / 4, rel=1e-12)
+    if row["metric"] == "throughput_sps":
+        assert two["figure"] == pytest.approx(row["batch"] / two["latency_s"])
+    assert direct(120) < direct(256)  # the two lengths do differ
 
 
 def test_the_fit_uses_training_rows_only_and_picks_the_grids_best(
