@@ -123,6 +123,25 @@ def test_short_generations_are_exact() -> None:
     assert two.decode_total_s == pytest.approx(two.decode_first_s + two.decode_last_s)
 
 
+def test_a_piecewise_decode_analyzes_each_past_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 1024 sequences of the GenAI fp32 decoder on an A100 leave the line: the 9 spread pasts of 32…39 are the 8
+    # steps themselves, the ends and the middle among them: 8 decode analyses (not 3 + 9)
+    import onnxroof.studies.llm as study
+
+    pasts: list[object] = []
+
+    def counted(model: object, platform: object, dims: dict[str, object], **options: object) -> onnxroof.Analysis:
+        if dims["sequence_length"] == 1:
+            pasts.append(dims["past_sequence_length"])
+        return onnxroof.analyze(model, platform, dims, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(study, "analyze", counted)
+    result = llm(LLM / "genai_llama_fp32" / "model.onnx", "a100", prompt=PROMPT, generate=GENERATE, batch=1024)
+    assert result.interpolation == "piecewise"
+    assert sorted(pasts) == [p.past for p in result.decode] == list(range(PROMPT, PROMPT + GENERATE))
+    assert result.decode_total_s == piecewise_sum([(p.past, p.latency_s) for p in result.decode])
+
+
 def test_piecewise_sum_sums_every_integer_step() -> None:
     points = [(10, 1.0), (14, 3.0), (20, 4.0)]
 

@@ -13,7 +13,7 @@ import onnx
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.analysis.analyze import Analysis
+from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import weight_only_itemsize
 from onnxroof.cli import app
 from onnxroof.studies.llm import LLMResult, llm
@@ -175,6 +175,29 @@ def test_max_tpot_finds_a_batch_that_meets_it_and_one_more_that_does_not() -> No
     assert _run(search.batch).tpot_s <= target < _run(search.batch + 1).tpot_s
     # the search changes nothing else
     assert (result.ttft_s, result.tpot_s, result.batch) == (_run(1).ttft_s, _run(1).tpot_s, 1)
+
+
+def test_the_search_does_not_analyze_the_requested_batch_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the requested batch's figures are the result's own: its prefill and decode steps are analyzed once
+    import onnxroof.studies.llm as study
+
+    target = 1.5 * _run(1).tpot_s
+    batches: list[object] = []  # the batch each analysis binds
+
+    def counted(model: object, platform: object, dims: dict[str, object], **options: object) -> Analysis:
+        batches.append(dims[_run(1).cache.roles["batch"]])
+        return analyze(model, platform, dims, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(study, "analyze", counted)
+    result = llm(GENAI_FP32, "a100", prompt=PROMPT, generate=GENERATE, max_tpot_s=target, max_ttft_s=10.0)
+    search = result.search
+    assert search is not None and search.limited_by == BatchLimit.TARGET and result.interpolation == "linear"
+    tried = [point.batch for point in search.evaluated]
+    assert tried[0] == 1 and len(tried) == len(set(tried)) > 2
+    assert batches.count(1) == 4  # 1 prefill + 3 decode steps (linear), not twice that
+    assert set(batches) == set(tried)
+    # batch 1's figures are exactly what analyzing it on its own gives
+    assert (search.evaluated[0].ttft_s, search.evaluated[0].tpot_s) == (_run(1).ttft_s, _run(1).tpot_s)
 
 
 def test_max_ttft_finds_a_batch() -> None:

@@ -8,8 +8,10 @@ the phases with :func:`onnxroof.analyze`:
   once per request and to nothing else (``request_s``);
 * **decode**: one new token at past ``p = N … N+M−1``. A step's cost is affine in ``p`` for a fixed graph, so the
   first and last steps and one middle step are analyzed; when the middle is within 1% of the line through the
-  ends, ``Σ decode = M · (first + last) / 2``; otherwise 9 points are analyzed and summed piecewise-linearly
-  (``interpolation`` says which). ``--generate 4096`` costs 3 analyses, not 4,096;
+  ends, ``Σ decode = M · (first + last) / 2``; otherwise 9 points spread over the steps are sampled too (each
+  past analyzed once) and summed piecewise-linearly (``interpolation`` says which). ``--generate 4096`` costs 3
+  analyses, not 4,096. ``max_tpot_s`` / ``max_ttft_s``'s search takes the requested batch's figures from these
+  phases rather than analyzing them again;
 * ``tpot_s = Σ decode / M``; per sequence ``tokens_per_s = M / (ttft_s + Σ decode)`` (0 when nothing is predicted
   to run), each of the ``batch`` sequences at that rate; aggregate ``tokens_per_s_aggregate = batch ·
   tokens_per_s`` (what a server delivers);
@@ -223,8 +225,15 @@ def llm(
     if max_tpot_s is not None or max_ttft_s is not None:
 
         def evaluate(size: int) -> BatchPoint:
-            ttft = run(prompt, 0, size).totals.latency_s + request_s if max_ttft_s is not None else None
-            tpot = _decode(lambda n, p: run(n, p, size), prompt, generate)[2] / generate if max_tpot_s else None
+            """Batch ``size``'s times; the requested batch's are the ones found above (its phases were analyzed
+            already: analyzing them again gives the same figures)."""
+            ttft: float | None = None
+            tpot: float | None = None
+            if max_ttft_s is not None:
+                ttft = ttft_s if size == batch else run(prompt, 0, size).totals.latency_s + request_s
+            if max_tpot_s:
+                summed = total if size == batch else _decode(lambda n, p: run(n, p, size), prompt, generate)[2]
+                tpot = summed / generate
             return BatchPoint(size, ttft, tpot)
 
         search = largest_batch(evaluate, memory.max_batch, max_ttft_s, max_tpot_s)
@@ -288,7 +297,8 @@ def _decode(run: Callable[[int, int], Analysis], prompt: int, generate: int) -> 
         if not _on_line(steps, first, middle, last):
             interpolation = "piecewise"
             for p in _spread(first, last, MORE_POINTS):
-                steps.setdefault(p, run(1, p))
+                if p not in steps:  # the ends and the middle were analyzed already
+                    steps[p] = run(1, p)
     points = [(p, steps[p].totals.latency_s) for p in sorted(steps)]
     total = piecewise_sum(points) if interpolation != "linear" else generate * (points[0][1] + points[-1][1]) / 2
     return steps, interpolation, total
