@@ -20,7 +20,7 @@ import onnxroof
 from onnxroof.cli import app
 from onnxroof.platform.lookup import load_platform
 from onnxroof.studies.kv_cache import KVCacheError
-from onnxroof.studies.llm import llm, memory_check, piecewise_sum
+from onnxroof.studies.llm import Phase, llm, memory_check, piecewise_sum
 
 ROOT = Path(__file__).resolve().parent.parent
 LLM = ROOT / "samples" / "llm"
@@ -100,6 +100,13 @@ def test_ttft_is_the_prefill_report(name: str) -> None:
     by_hand = onnxroof.analyze(_path(name), "xavier", dims=_prefill_dims(name, PROMPT, 0))
     assert _result(name).ttft_s == by_hand.totals.latency_s
     assert _result(name).weight_bytes == by_hand.totals.weight_bytes
+
+
+def test_each_point_names_its_phase_with_the_enum() -> None:
+    result = _result("genai_int4")
+    assert result.prefill.phase is Phase.PREFILL and {p.phase for p in result.decode} == {Phase.DECODE}
+    assert set(result.unsupported) == {Phase.PREFILL, Phase.DECODE}
+    assert json.dumps([result.prefill.phase, result.decode[0].phase]) == '["prefill", "decode"]'  # the schema's text
 
 
 @pytest.mark.parametrize("name", ["genai_int4", "optimum_merged", "llama_kv"])

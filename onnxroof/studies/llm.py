@@ -37,6 +37,7 @@ import itertools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from types import MappingProxyType
 
 import onnx
@@ -56,15 +57,22 @@ LINEAR_TOLERANCE = 0.01
 """The middle decode step may differ from the line through the ends by this share before more are sampled."""
 MORE_POINTS = 9
 TOP_KERNELS = 5
-PREFILL = "prefill"
-DECODE = "decode"
+
+
+class Phase(StrEnum):
+    """Which part of serving a request an analyzed step is."""
+
+    PREFILL = "prefill"
+    """The prompt, all its tokens at once (the time to the first token)."""
+    DECODE = "decode"
+    """One new token over a cache of ``past`` tokens."""
 
 
 @dataclass(frozen=True, slots=True)
 class PhasePoint:
     """One analyzed step: the prefill, or a decode step at ``past``."""
 
-    phase: str
+    phase: Phase
     past: int
     new: int
     latency_s: float
@@ -154,9 +162,9 @@ class LLMResult:
         return self.batch * self.tokens_per_s
 
     @property
-    def unsupported(self) -> dict[str, Mapping[str, tuple[str, ...]]]:
+    def unsupported(self) -> dict[Phase, Mapping[str, tuple[str, ...]]]:
         """Unsupported ops per phase (the decode's: its last analyzed step's)."""
-        return {PREFILL: self.prefill.unsupported, DECODE: self.decode[-1].unsupported}
+        return {Phase.PREFILL: self.prefill.unsupported, Phase.DECODE: self.decode[-1].unsupported}
 
 
 def llm(
@@ -259,8 +267,8 @@ def llm(
         kv_cache_bytes=kv_bytes,
         weight_bytes=weight_bytes,
         params=prefill.totals.params,
-        prefill=_point(PREFILL, 0, prompt, prefill),
-        decode=tuple(_point(DECODE, p, 1, steps[p]) for p in ordered),
+        prefill=_point(Phase.PREFILL, 0, prompt, prefill),
+        decode=tuple(_point(Phase.DECODE, p, 1, steps[p]) for p in ordered),
         memory=memory,
         kv_dtype=kv_dtype,
         search=search,
@@ -338,7 +346,7 @@ def piecewise_sum(points: list[tuple[int, float]]) -> float:
     return total
 
 
-def _point(phase: str, past: int, new: int, analysis: Analysis) -> PhasePoint:
+def _point(phase: Phase, past: int, new: int, analysis: Analysis) -> PhasePoint:
     return PhasePoint(
         phase=phase,
         past=past,
