@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from onnxroof.core.errors import RuntimeProfileError
 from onnxroof.core.profiles import FusionProfile
@@ -31,6 +32,7 @@ _TOP_KEYS = frozenset(
 _LAUNCH_KEYS = frozenset({"mode", "per_kernel_us", "per_run_us", "per_request_us"})
 _KV_KEYS = frozenset({"write"})
 _KERNEL_KEYS = frozenset({"conv_bias"})
+_Choice = TypeVar("_Choice", bound=StrEnum)
 _FIGURE_KEYS = frozenset({"value", "source"})
 
 
@@ -97,19 +99,31 @@ def _launch(table: Mapping[str, Any], reader: TomlReader, sources: dict[str, str
 def _kv_write(table: Mapping[str, Any], reader: TomlReader, sources: dict[str, str]) -> KvWrite:
     """``[kv_cache] write``: ``in-place`` or ``copy`` with its source (absent: ``copy``)."""
     reader.refuse_unknown(table, _KV_KEYS, "kv_cache")
-    if "write" not in table:
-        return KvWrite.COPY
-    value, sources["kv_cache.write"] = _figure(table["write"], "kv_cache.write", reader)
-    return KvWrite(reader.choice(value, "kv_cache.write.value", KvWrite))
+    return _choice(table, "kv_cache", "write", KvWrite, KvWrite.COPY, reader, sources)
 
 
 def _conv_bias(table: Mapping[str, Any], reader: TomlReader, sources: dict[str, str]) -> ConvBias:
     """``[kernels] conv_bias``: ``fused`` or ``separate`` with its source (absent: ``fused``)."""
     reader.refuse_unknown(table, _KERNEL_KEYS, "kernels")
-    if "conv_bias" not in table:
-        return ConvBias.FUSED
-    value, sources["kernels.conv_bias"] = _figure(table["conv_bias"], "kernels.conv_bias", reader)
-    return ConvBias(reader.choice(value, "kernels.conv_bias.value", ConvBias))
+    return _choice(table, "kernels", "conv_bias", ConvBias, ConvBias.FUSED, reader, sources)
+
+
+def _choice(
+    table: Mapping[str, Any],
+    section: str,
+    key: str,
+    kind: type[_Choice],
+    absent: _Choice,
+    reader: TomlReader,
+    sources: dict[str, str],
+) -> _Choice:
+    """``[section] key = { value = <a member of kind>, source = "..." }``, its source recorded; ``absent`` when the
+    key is not there."""
+    if key not in table:
+        return absent
+    where = f"{section}.{key}"
+    value, sources[where] = _figure(table[key], where, reader)
+    return kind(reader.choice(value, f"{where}.value", kind))
 
 
 def _efficiency(
