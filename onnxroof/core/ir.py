@@ -315,8 +315,11 @@ def build_graph_ir(
             if not name:
                 outputs.append(None)
                 continue
-            info = keep(tensor_info_from_type(name, value_types.get(name), role, seen))
-            info = _stored_size(op_type, domain, inputs, info)
+            info = tensor_info_from_type(name, value_types.get(name), role, seen)
+            if restate is not None:
+                info = restate(info)
+            if op_type == "DequantizeLinear":
+                info = _stored_size(op_type, domain, inputs, info)
             tensors[name] = info
             outputs.append(info)
         name = node.name
