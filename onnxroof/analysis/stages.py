@@ -223,7 +223,8 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
             unsupported.setdefault(inner, []).append(op.id)
     weights: dict[str, tuple[float, float]] = {}
     for node_cost in node_costs:
-        merge_weights(weights, node_cost.weights)
+        if node_cost.weights:  # most nodes read none
+            merge_weights(weights, node_cost.weights)
     warnings = _shape_warnings(ir, node_costs) + _branch_warnings(ir, node_costs)
     warnings += [line for node_cost in node_costs for line in node_cost.warnings]  # inside If/Loop/Scan bodies
     return CostedModel(
