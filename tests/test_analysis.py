@@ -262,3 +262,41 @@ def test_main_precision_is_where_the_most_time_computes_a_tie_going_to_the_great
     assert timed(("fp16", 1.0), ("fp32", 1.0)).main_precision == "fp32"  # whatever the kernels' order
     assert timed().main_precision == analysis.platform.precisions()[0]
     assert replace(timed(), precision_override="int8").main_precision == "int8"
+
+
+def test_nodes_of_one_signature_are_costed_once_and_share_their_node_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cost stage costs each distinct node signature once (costing.node.cost_signature): a chain of equal
+    Relus shares one NodeCost; a Relu of another shape, a MatMul reading a weight and a Transpose with a list
+    attribute get their own, with their own figures."""
+    from helpers import make_op
+
+    from onnxroof.costing.node import cost_signature
+
+    relu = make_op("Relu", [([1, 16], "float32")], [([1, 16], "float32")])
+    wider = make_op("Relu", [([1, 32], "float32")], [([1, 32], "float32")])
+    weighted = make_op("MatMul", [([1, 16], "float32"), ([16, 4], "float32", "weight")], [([1, 4], "float32")])
+    transpose = make_op("Transpose", [([1, 16], "float32")], [([16, 1], "float32")], perm=[1, 0])
+    assert cost_signature(relu) == cost_signature(make_op("Relu", [([1, 16], "float32")], [([1, 16], "float32")]))
+    assert cost_signature(relu) != cost_signature(wider)
+    assert cost_signature(weighted) is None and cost_signature(transpose) is None
+
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 16] x) => (float[1, 32] y) {
+        a = Relu(x)
+        b = Relu(a)
+        c = Relu(b)
+        y = Concat<axis = 1>(c, b)
+    }
+    """
+    from onnxroof.analysis import stages
+
+    called: list[str] = []
+    real = stages.cost_node
+    monkeypatch.setattr(stages, "cost_node", lambda op, *rest: called.append(op.op_type) or real(op, *rest))
+    costed = onnxroof.cost(onnxroof.bind(parse_model(text)))
+    assert called == ["Relu", "Relu", "Concat"]  # the first reads a graph input (another role); the third: the second's
+    relus = costed.node_costs[:3]
+    assert relus[0] is relus[1] is relus[2]
+    assert relus[0].cost.flops == 16 and relus[0].cost.bytes_read == 64 and relus[0].cost.bytes_written == 64
+    assert costed.node_costs[3].cost.bytes_written == 128  # the Concat: costed on its own

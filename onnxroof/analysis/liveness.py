@@ -9,8 +9,13 @@ load-time constants are excluded: they are reported as weight bytes.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
+
+import numpy as np
+import numpy.typing as npt
 
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.states import Role
@@ -43,13 +48,15 @@ def peak_activation_memory(ir: ModelIR) -> PeakMemory:
 class _Buffers:
     """The run-time buffers of a model: ``size`` (bytes) of each tensor that owns its buffer (a graph input, the
     output of an op that is not a view; 0 when its shape is not static), ``alias``: a view's output -> the buffer
-    it shares, ``last_use``: buffer -> the step of its last reader (the number of ops for graph outputs), and
-    how many owners have an ``unknown`` size."""
+    it shares, ``last_use``: buffer -> the step of its last reader (the number of ops for graph outputs), how
+    many owners have an ``unknown`` size, and ``born``: the step of each op-made buffer's op, in ``size``'s order
+    after the graph inputs (the graph is in SSA form, ONNX's checker holds it to that: each name made once)."""
 
     size: dict[str, float]
     alias: dict[str, str]
     last_use: dict[str, int]
     unknown: int
+    born: array[int]
 
 
 def _buffers(ir: ModelIR) -> _Buffers:
@@ -61,6 +68,7 @@ def _buffers(ir: ModelIR) -> _Buffers:
     alias: dict[str, str] = {}
     size, unknown = _input_sizes(ir)
     last_use: dict[str, int] = {}
+    born = array("q")  # 8 bytes a buffer, no int object each
     ops: Sequence[OpView] = ir.ops
     for step, op in enumerate(ops):
         source = _view_source(op, alias, size) if op.id in views else None  # the buffer a view's outputs alias
@@ -69,11 +77,13 @@ def _buffers(ir: ModelIR) -> _Buffers:
                 continue
             if source is not None:
                 alias[t.name] = source
-            elif t.is_static_shape:
-                size[t.name] = t.nbytes
             else:
-                size[t.name] = 0.0
-                unknown += 1
+                born.append(step)
+                if t.is_static_shape:
+                    size[t.name] = t.nbytes
+                else:
+                    size[t.name] = 0.0
+                    unknown += 1
         for t in op.inputs:
             if t is not None and t.role in _RUNTIME:
                 name = t.name
@@ -85,7 +95,7 @@ def _buffers(ir: ModelIR) -> _Buffers:
         used = _buffer_of(name, alias, size)
         if used is not None:
             last_use[used] = end
-    return _Buffers(size, alias, last_use, unknown)
+    return _Buffers(size, alias, last_use, unknown, born)
 
 
 def _input_sizes(ir: ModelIR) -> tuple[dict[str, float], int]:
@@ -120,32 +130,62 @@ def _view_source(op: OpView, alias: dict[str, str], size: dict[str, float]) -> s
 def _peak_over_order(ir: ModelIR, buffers: _Buffers) -> tuple[float, str | None]:
     """The second pass: the largest sum of live buffers and the node running then (None: the graph inputs alone).
 
-    Per op in order: its outputs' own buffers are allocated (each once), the live sum is compared with the peak,
-    then the buffers whose last use this was are freed, and the outputs nobody reads at once. Complexity 17,
-    kept: the per-tensor checks stay inline in the loop over every tensor of the model."""
-    size, alias, last_use = buffers.size, buffers.alias, buffers.last_use
-    free_at: dict[int, list[str]] = {}
-    for used, step in last_use.items():
-        free_at.setdefault(step, []).append(used)
+    The walk the model states, per op in order: its outputs' own buffers are allocated, the live sum is compared
+    with the peak, then the buffers whose last use this was are freed (in ``last_use``'s order), and the outputs
+    nobody reads at once. The peak is the first largest live sum at a comparison, when it exceeds the graph
+    inputs' sum. As columns, one live sum per op (:func:`_live_sums_exact`, :func:`_live_sums_in_order`).
+    (The walk, op by op, cost the 200 k-node chain 0.38 s CPU.)"""
+    size, last_use, born = buffers.size, buffers.last_use, buffers.born
     live = sum(size[name] for name in ir.graph_inputs)
-    peak, peak_node = live, None
-    allocated = set(ir.graph_inputs)
-    for step, op in enumerate(ir.ops):
-        for t in op.outputs:
-            if t is not None:
-                name = t.name
-                if name in size and name not in alias and name not in allocated:
-                    allocated.add(name)
-                    live += size[name]
-        if live > peak:
-            peak, peak_node = live, op.id
-        freed = free_at.get(step)
-        if freed is not None:
-            for used in freed:
-                live -= size.get(used, 0.0)
-        for t in op.outputs:  # outputs nobody reads are freed at once
-            if t is not None:
-                name = t.name
-                if name not in last_use and name in size and name not in alias:
-                    live -= size[name]
-    return peak, peak_node
+    if not ir.ops:
+        return live, None
+    exact = set(map(type, size.values())) <= {int} and sum(size.values()) < 2**53
+    compared = (_live_sums_exact if exact else _live_sums_in_order)(live, len(ir.ops), size, last_use, born)
+    step = int(np.argmax(compared))  # the first largest
+    if not compared[step] > live:
+        return live, None
+    return (int(compared[step]) if exact else compared[step]), ir.ops[step].id
+
+
+def _live_sums_exact(
+    live: float, count: int, size: dict[str, float], last_use: dict[str, int], born: array[int]
+) -> npt.NDArray[np.float64]:
+    """The live sum at each op's comparison when every size is an int and all of them sum below 2**53: float64
+    holds every partial sum exactly, so the order of the additions does not matter:
+
+    live_at[s] = live + Σ sizes allocated at steps ≤ s − Σ sizes freed at steps < s
+
+    (allocated: a buffer at its op's step; freed: at its last use, or at its op's step when nobody reads it).
+    The 200 k-node chain: 0.06 s CPU."""
+    inputs = len(size) - len(born)  # the graph inputs' buffers come first in ``size``
+    owned = np.fromiter(islice(size.values(), inputs, None), np.float64, len(born))
+    birth = np.frombuffer(born, dtype=np.int64)
+    unread = np.fromiter((name not in last_use for name in islice(size, inputs, None)), bool, len(born))
+    allocated = np.bincount(birth, weights=owned, minlength=count)
+    last = np.fromiter(last_use.values(), np.int64, len(last_use))
+    freed = np.bincount(last, np.fromiter((size[n] for n in last_use), np.float64, len(last_use)), count + 1)
+    freed = freed[:count] + np.bincount(birth[unread], weights=owned[unread], minlength=count)
+    return live + np.cumsum(allocated) - (np.cumsum(freed) - freed)
+
+
+def _live_sums_in_order(
+    live: float, count: int, size: dict[str, float], last_use: dict[str, int], born: array[int]
+) -> npt.NDArray[np.object_]:
+    """The live sum at each op's comparison, added in the walk's order: one signed delta per event, ordered by
+    (step, phase: allocate, compare, free at last use, free unread) and, within a phase, as the walk meets them;
+    their running sum over an object column (``cumsum`` adds Python numbers in sequence, as the walk did: an int
+    stays an int until a float joins, and every float is the same to the last bit)."""
+    inputs = len(size) - len(born)
+    owned = np.fromiter(islice(size.values(), inputs, None), object, len(born))
+    birth = np.frombuffer(born, dtype=np.int64)
+    unread = np.fromiter((name not in last_use for name in islice(size, inputs, None)), bool, len(born))
+    freed = np.fromiter((size[name] for name in last_use), object, len(last_use))  # in last_use's order
+    last = np.fromiter(last_use.values(), np.int64, len(last_use))
+    steps = np.concatenate([birth, np.arange(count), last, birth[unread]])
+    phases = np.repeat(np.arange(4, dtype=np.int8), [len(birth), count, len(last), int(unread.sum())])
+    deltas = np.concatenate([owned, np.zeros(count, dtype=object), -freed, -owned[unread]])
+    order = np.argsort(steps * 4 + phases, kind="stable")  # within a phase: the order the walk meets them
+    running = np.empty(len(order) + 1, dtype=object)
+    running[0] = live
+    running[1:] = deltas[order]
+    return np.cumsum(running)[1:][phases[order] == 1]

@@ -40,7 +40,7 @@ from onnxroof.core.ir import ModelIR, OpView, build_ir
 from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.states import NodeState, OpClass, Role
-from onnxroof.costing.node import CostCache, cost_node
+from onnxroof.costing.node import CostCache, cost_node, cost_signature, shareable
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.bodies import fuse_with_bodies
@@ -193,9 +193,17 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     by_type: dict[tuple[str, str], OpClass] = {}  # (op_type, domain) -> efficiency class by type
     root_graph = bound.root_graph
     cache = CostCache()
+    # signature -> (NodeCost, wanted precision, class): each distinct node costed once (cost_signature)
+    seen: dict[tuple[object, ...], tuple[NodeCost, str, OpClass]] = {}
     for op in ir.ops:
-        node_cost = cost_node(op, ir, root_graph, cache)
-        want = plan.precision or precision_of(op.dtype)
+        signature = cost_signature(op)
+        found = seen.get(signature) if signature is not None else None
+        if found is None:
+            node_cost = cost_node(op, ir, root_graph, cache)
+            found = (node_cost, plan.precision or precision_of(op.dtype), _node_class(op, by_type))
+            if signature is not None and shareable(node_cost):
+                seen[signature] = found
+        node_cost, want, node_class = found
         density = 1.0
         costed = node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0
         if sparse is not None and platform is not None and costed:
@@ -206,7 +214,7 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
         node_costs.append(node_cost)
         wanted.append(want)
         densities.append(density)
-        classes.append(_node_class(op, by_type))
+        classes.append(node_class)
     unsupported: dict[str, list[str]] = {}
     for op, node_cost in zip(ir.ops, node_costs, strict=True):
         if node_cost.state == NodeState.UNSUPPORTED:
@@ -215,7 +223,8 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
             unsupported.setdefault(inner, []).append(op.id)
     weights: dict[str, tuple[float, float]] = {}
     for node_cost in node_costs:
-        merge_weights(weights, node_cost.weights)
+        if node_cost.weights:  # most nodes read none
+            merge_weights(weights, node_cost.weights)
     warnings = _shape_warnings(ir, node_costs) + _branch_warnings(ir, node_costs)
     warnings += [line for node_cost in node_costs for line in node_cost.warnings]  # inside If/Loop/Scan bodies
     return CostedModel(

@@ -75,14 +75,20 @@ def build_index(ops: Iterable[_Op], view_ops: frozenset[tuple[str, str]]) -> Gra
     views: set[str] = set()
     with_bodies = []
     for op in ops:
+        op_id = op.id
         for t in op.outputs:
             if t is not None:
-                producer[t.name] = op.id
-        seen: set[str] = set()
-        for t in op.inputs:
-            if t is not None and t.name not in seen:
-                seen.add(t.name)
-                consumers.setdefault(t.name, []).append(op.id)
+                producer[t.name] = op_id
+        inputs = op.inputs
+        if len(inputs) == 1:  # most ops: nothing to deduplicate
+            if inputs[0] is not None:
+                consumers.setdefault(inputs[0].name, []).append(op_id)
+        else:
+            seen: set[str] = set()
+            for t in inputs:
+                if t is not None and t.name not in seen:
+                    seen.add(t.name)
+                    consumers.setdefault(t.name, []).append(op_id)
         if (op.domain, op.op_type) in view_ops:
             views.add(op.id)
             source = op.inputs[0] if op.inputs else None

@@ -129,7 +129,7 @@ def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     reached, before the graph's later nodes)."""
     yield graph
     for node in graph.node:
-        if has_bodies(node):
+        if len(node.attribute) and has_bodies(node):  # the length inline: most nodes have no attribute
             for body in subgraphs_of(node).values():
                 yield from all_graphs(body)
 

@@ -43,8 +43,9 @@ Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace...).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from onnxroof.core.cost import Cost, merge_weights
@@ -78,11 +79,11 @@ class FusionResult:
     profile: str
     kernels: tuple[Kernel, ...]
     misses: tuple[Miss, ...]
-    _by_node: Mapping[str, Kernel] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        index = {node: kernel for kernel in self.kernels for node in kernel.node_ids}
-        object.__setattr__(self, "_by_node", MappingProxyType(index))
+    @functools.cached_property
+    def _by_node(self) -> Mapping[str, Kernel]:
+        """Node id -> its kernel, built on first use (the analysis never asks: a dict per node saved)."""
+        return MappingProxyType({node: kernel for kernel in self.kernels for node in kernel.node_ids})
 
     def kernel_of(self, node_id: str) -> Kernel | None:
         """The kernel ``node_id`` runs in (None for nodes that do not run: views, folded, unsupported...)."""
