@@ -47,8 +47,11 @@ def render_runtimes_table(runtimes: tuple[Runtime, ...], console: Console, verbo
     """One row per runtime: name, title, targets, launch mode and figures, KV write, fusion profile, factors;
     ``verbose``: every figure's source below its row."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    names = max((len(r.name) for r in runtimes), default=7)
     for header in ("runtime", "title", "targets", "launch", "per kernel", "per run", "KV write", "fusion", "factors"):
-        table.add_column(header, overflow="fold", no_wrap=header != "title", ratio=1 if header == "title" else None)
+        wraps = header in ("title", "factors")  # the long texts wrap; a long factor list must not squeeze the names
+        width = names if header == "runtime" else None  # a runtime's name is never cut, however narrow the terminal
+        table.add_column(header, overflow="fold", no_wrap=not wraps, ratio=1 if wraps else None, min_width=width)
     for r in runtimes:
         host = "replay node: 0" if r.captured else "platform's"
         table.add_row(
