@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +19,10 @@ SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 def test_finite_column_nulls_only_non_finite_floats():
     values = [1, 2.5, math.inf, -math.inf, math.nan, None, "x", 0.0, True]
     assert finite_column(values) == [1, 2.5, None, None, None, None, "x", 0.0, True]
+
+
+def test_finite_column_nulls_numpy_floats_too():
+    assert finite_column([np.float64("inf"), np.float64(2.0), np.float64("nan")]) == [None, 2.0, None]
 
 
 def test_finite_column_returns_the_list_itself_when_all_are_finite():

@@ -8,6 +8,7 @@ measured overlay and the fleet table read it, so every output shows the same fig
 from __future__ import annotations
 
 from collections.abc import Iterator
+from math import isfinite
 from typing import Any
 
 from onnxroof.analysis.analyze import Analysis
@@ -53,9 +54,9 @@ NODE_FIELDS = (
 
 def finite_column(values: list[Any]) -> list[Any]:
     """``values`` with every non-finite float (an intensity with no bytes moved) as None, the JSON ``null``;
-    the list itself when there is none (``v - v`` is NaN, which is unequal to 0, exactly for inf and NaN)."""
-    if any(type(value) is float and value - value != 0 for value in values):
-        return [None if type(value) is float and value - value != 0 else value for value in values]
+    the list itself when there is none (a NumPy float64 is a ``float`` too)."""
+    if any(isinstance(value, float) and not isfinite(value) for value in values):
+        return [None if isinstance(value, float) and not isfinite(value) else value for value in values]
     return values
 
 
