@@ -14,6 +14,7 @@ from test_cli import REGISTERED, invoke
 
 import onnxroof
 from onnxroof.analysis.document import to_dict
+from onnxroof.report.runtimes import runtime_lines
 from onnxroof.runtime import KvWrite, RuntimeKernelClass
 from onnxroof.runtime.classes import kernel_class
 from onnxroof.studies.compare import compare
@@ -82,6 +83,12 @@ def test_an_efficiency_factor_scales_its_class_only(chain: Path, tmp_path: Path)
     assert [k.latency_s for k in same.kernels] == [k.latency_s for k in base.kernels]
     assert slow.runtime is not None and slow.runtime.factors == {"elementwise": (0.5, 3)}
     assert to_dict(slow)["runtime"]["factors"]["elementwise"] == {"value": 0.5, "kernels": 3, "source": "t"}
+    # the report says what a factor touched, and names once those that touched nothing here
+    assert "efficiency elementwise × 0.5 on 3 kernel(s)" in runtime_lines(slow.runtime)
+    assert (
+        same.runtime is not None
+        and runtime_lines(same.runtime)[-1] == "efficiency gemm × 0.5: no kernel of their class here"
+    )
 
 
 def test_the_default_runtime_reproduces_the_platform_figures(chain: Path) -> None:

@@ -90,8 +90,12 @@ def runtime_lines(use: RuntimeUse) -> list[str]:
         lines.append(f"in-place KV write saves {si(use.kv_saved_bytes, 'B')} per run")
     if use.bias_passes:
         lines.append(f"convolution bias added by a kernel of its own after {use.bias_passes} convolution(s)")
+    idle = [f"{cls} × {value:g}" for cls, (value, count) in use.factors.items() if not count]
     for cls, (value, count) in use.factors.items():
-        lines.append(f"efficiency {cls} × {value:g} on {count} kernel(s)")
+        if count:
+            lines.append(f"efficiency {cls} × {value:g} on {count} kernel(s)")
+    if idle:  # said once: a factor whose class no kernel of this model has changed nothing
+        lines.append(f"efficiency {', '.join(idle)}: no kernel of their class here")
     if use.genai:
         lines.append(f"read from {use.genai_path}: " + ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in use.genai))
     if use.genai_error:
