@@ -432,13 +432,13 @@ class GpuTime:
         grouped_share = GROUPED_CONV_SHARE if self.grouped_conv_share is None else self.grouped_conv_share
         grouped = (s.groups > 1) & (classes == "conv") & (s.n < NARROW_GROUP)
         compute = np.where(grouped, arithmetic / grouped_share, arithmetic) + latency
-        passes = np.zeros(rows) if work.pass_bytes is None else work.pass_bytes
-        stream = stream_time(work.bytes - passes, work.cold_bytes, roofs.bandwidth, gpu, l2_bandwidth)
-        memory = stream / e + latency
-        # a second, elementwise pass after the kernel (a bias added by its own kernel): it runs after it
-        second = stream_time(passes, np.zeros(rows), roofs.bandwidth, gpu, l2_bandwidth)
-        second = np.where(passes > 0, second / platform.class_efficiency("elementwise") + transfer_s, 0.0)
-        compute, memory = compute + second, memory + second
+        passes = work.pass_bytes
+        kernel_bytes = work.bytes if passes is None else work.bytes - passes
+        memory = stream_time(kernel_bytes, work.cold_bytes, roofs.bandwidth, gpu, l2_bandwidth) / e + latency
+        if passes is not None:  # a second, elementwise pass (a bias added by its own kernel) runs after the kernel
+            second = stream_time(passes, np.zeros(rows), roofs.bandwidth, gpu, l2_bandwidth)
+            second = np.where(passes > 0, second / platform.class_efficiency("elementwise") + transfer_s, 0.0)
+            compute, memory = compute + second, memory + second
         overhead = roofs.launch_s * work.launches
         bound = choose((compute >= memory) & (work.flops > 0), Bound.COMPUTE, Bound.MEMORY)
         return Times(compute, memory, overhead, np.maximum(compute, memory) + overhead, bound)
