@@ -39,7 +39,7 @@ def _cli(*args: str) -> str:
 
     from typer.testing import CliRunner
 
-    from onnxroof.cli import app
+    from onnxroof.cli.commands import app
 
     here = os.getcwd()
     os.chdir(ROOT)

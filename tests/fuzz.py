@@ -473,7 +473,7 @@ def run_mutant(mutant: Mutant, folder: Path, timeout_s: float | None = None) -> 
     import os
     import signal
 
-    from onnxroof.cli import app
+    from onnxroof.cli.commands import app
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "model.onnx"

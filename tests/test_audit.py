@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.fleet.audit import AuditOptions, audit
 from onnxroof.fleet.cache import ResultCache
 from onnxroof.fleet.engine import Engine, EngineKind

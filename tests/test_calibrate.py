@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.cost import Cost
 from onnxroof.costing.opclass import refine_conv
 from onnxroof.fusion.opclass import kernel_op_class

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.measure.calibrate.cuda import CudaCalibration, CudaUnavailable, require_cuda
 from onnxroof.measure.calibrate.write import Figure
 from onnxroof.platform.lookup import load_platform

@@ -27,7 +27,8 @@ from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.whatif import WhatIf
-from onnxroof.cli import app
+from onnxroof.cli import COMMAND_MODULES, modules_for
+from onnxroof.cli.commands import app
 from onnxroof.core.errors import DimsError, ModelError, OnnxroofError, PlatformError, StrictError
 from onnxroof.core.units import seconds, si
 from onnxroof.platform.lookup import bundled_platform_names
@@ -648,6 +649,49 @@ def test_every_command_is_documented(command: str) -> None:
     assert " ".join(first_line.split()[:4]) in " ".join(result.stdout.split())
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert f"onnxroof {command}" in readme, f"`onnxroof {command}` is not in the README"
+
+
+def test_each_command_is_loaded_from_the_module_the_table_names() -> None:
+    """``onnxroof.cli.main`` imports only the module COMMAND_MODULES names for the command asked for: the table
+    lists every registered command, with the module that registers it, in the order --help lists them."""
+    assert list(REGISTERED) == list(COMMAND_MODULES)
+    for name, command in REGISTERED.items():
+        assert command.callback.__module__ == f"onnxroof.cli.{COMMAND_MODULES[name]}", name
+
+
+@pytest.mark.parametrize(
+    ("args", "modules"),
+    [
+        (["report", "m.onnx", "-p", "a100"], ("report",)),
+        (["llm", "m.onnx"], ("llm",)),
+        (["compare", "m.onnx"], ("whatif",)),
+        (["-h"], ("gate", "graphs", "measure", "report", "whatif", "audit", "llm")),
+        ([], ("gate", "graphs", "measure", "report", "whatif", "audit", "llm")),
+        (["repor", "m.onnx"], ("gate", "graphs", "measure", "report", "whatif", "audit", "llm")),
+        (["m.onnx", "report"], ("gate", "graphs", "measure", "report", "whatif", "audit", "llm")),
+    ],
+)
+def test_modules_for_a_command_line(args: list[str], modules: tuple[str, ...]) -> None:
+    assert modules_for(args) == modules
+
+
+def test_a_command_run_imports_only_its_module() -> None:
+    """A real process running `platforms` imports the report commands' module and no other command module (nor
+    the libraries only they use); the run's output is the one the app with every command gives."""
+    code = (
+        "import sys\n"
+        "from onnxroof.cli import main\n"
+        "try:\n"
+        "    main(['platforms', '--format', 'json'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "print(sorted(m for m in sys.modules if m.startswith('onnxroof.cli.') or m.startswith('onnxroof.studies')),"
+        " file=sys.stderr)\n"
+    )
+    done = _run([sys.executable, "-c", code])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "['onnxroof.cli.common', 'onnxroof.cli.report']"
+    assert json.loads(done.stdout) == json.loads(invoke("platforms", "--format", "json").stdout)
 
 
 def test_no_arguments_shows_help() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_cli import CNN, invoke
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.errors import DimsError
 from onnxroof.core.version import __version__
 from onnxroof.load.dims import parse_shape_bindings

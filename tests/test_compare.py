@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.whatif import WhatIf
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.errors import PlatformError
 from onnxroof.report.compare_view import CSV_FIELDS, compare_dict, compare_figure, render_compare_chart
 from onnxroof.studies.compare import CompareError, compare

@@ -16,7 +16,7 @@ from helpers import ENERGY_TOML, write_platform
 from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.units import joules
 from onnxroof.report.floorline import BOUND_COLOURS, NoEnergyError, floorline_figure, render_floorline
 from onnxroof.report.html import floorline_view, render_html

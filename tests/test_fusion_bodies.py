@@ -111,7 +111,7 @@ def test_merged_and_unmerged_optimum_decoders_agree() -> None:
 def test_every_view_of_a_report_shows_body_kernels(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from onnxroof.cli import app
+    from onnxroof.cli.commands import app
 
     path = tmp_path / "bodies.onnx"
     onnx.save(onnx.parser.parse_model(BODIES), path)

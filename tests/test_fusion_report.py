@@ -12,7 +12,7 @@ from helpers import parse_model
 from typer.testing import CliRunner
 
 import onnxroof
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.units import seconds
 

@@ -154,7 +154,7 @@ def invoke(folder: Path, *args: object):
     """The CLI in-process (typer's runner), in ``folder``; stdout and stderr apart."""
     from test_cli import make_runner
 
-    from onnxroof.cli import app
+    from onnxroof.cli.commands import app
 
     here = Path.cwd()
     os.chdir(folder)

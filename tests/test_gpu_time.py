@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import onnxroof
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.descriptor import ConvGeometry, KernelDescriptor, accumulation_dtype
 from onnxroof.core.errors import PlatformError
 from onnxroof.core.gemm import GemmShape

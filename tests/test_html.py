@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.document import to_dict
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.states import Bound
 from onnxroof.measure.overlay import measured_overlay, with_measured
 from onnxroof.report.html import BOUND_COLOURS, explain, render_html

@@ -125,7 +125,7 @@ def _report(*args: object):
 
     from typer.testing import CliRunner
 
-    from onnxroof.cli import app
+    from onnxroof.cli.commands import app
 
     runner = CliRunner(mix_stderr=False) if "mix_stderr" in inspect.signature(CliRunner.__init__).parameters else None
     return (runner or CliRunner()).invoke(app, ["report", *map(str, args)], env={"COLUMNS": "200", "NO_COLOR": "1"})

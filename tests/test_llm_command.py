@@ -17,7 +17,7 @@ from onnx import TensorProto
 from typer.testing import CliRunner
 
 import onnxroof
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.platform.lookup import load_platform
 from onnxroof.studies.kv_cache import KVCacheError
 from onnxroof.studies.llm import Phase, llm, memory_check, piecewise_sum
@@ -231,7 +231,7 @@ def test_json_output_does_not_import_the_html_page() -> None:
     command itself in a fresh interpreter, so an import added anywhere on its path fails here."""
     model = LLM / "optimum_llama" / "model.onnx"
     probe = (
-        "import sys; from onnxroof.cli import app\n"
+        "import sys; from onnxroof.cli.commands import app\n"
         f"app(['llm', {str(model)!r}, '-p', 'a100', '--prompt', '8', '--generate', '4', '-f', 'json'], "
         "standalone_mode=False)\n"
         "print('LOADED', *sorted(m for m in sys.modules if m in ('jinja2', 'onnxroof.report.html')))"

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 import onnxroof
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.states import NodeState
 
 LLM = Path(__file__).resolve().parent.parent / "samples" / "llm"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import weight_only_itemsize
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.studies.llm import LLMResult, llm
 from onnxroof.studies.serving import BatchLimit, BatchPoint, ContextSource, context_limit, largest_batch
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.errors import OnnxroofError
 from onnxroof.measure.overlay import check_profile, measured_overlay
 

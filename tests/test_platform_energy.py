@@ -9,7 +9,7 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.platform.lookup import bundled_platform_names, bundled_platforms, load_platform
 from onnxroof.platform.model import ENERGY_LEVELS, PRECISIONS
 from onnxroof.roofline.energy import energy_ridge, op_energy

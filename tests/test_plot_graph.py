@@ -15,7 +15,7 @@ from hostile import ALL, build_hostile, fuse_first_kernels
 from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.states import NodeState
 from onnxroof.report import graph
 from onnxroof.report.graph import annotated_model, netron_attachment, render_dot, render_netron

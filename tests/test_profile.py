@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.measure.profile.profiler import (
     ProfileResult,
     Row,

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.load.dims import symbolic_dims
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODER = ROOT / "samples" / "llm" / "onnx_decoder_layer_opset23.onnx"

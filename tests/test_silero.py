@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from onnxroof import analyze
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.load.reader import load_model
 
 SILERO = Path(__file__).resolve().parent / "data" / "silero"

@@ -23,7 +23,7 @@ import onnx
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = Path(__file__).parent / "snapshots"

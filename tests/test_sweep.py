@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.whatif import WhatIf
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.errors import DimsError, PlatformError
 from onnxroof.report.sweep_view import POINT_FIELDS, render_sweep_chart, sweep_dict
 from onnxroof.studies.sweep import (

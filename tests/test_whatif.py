@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import onnxroof
 from onnxroof.analysis.whatif import Densities, WhatIf, WhatIfError, compressed_itemsize, load_layer_densities
-from onnxroof.cli import app
+from onnxroof.cli.commands import app
 from onnxroof.core.errors import PlatformError
 from onnxroof.core.gemm import GemmShape
 from onnxroof.platform.lookup import load_platform

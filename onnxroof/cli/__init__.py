@@ -1,31 +1,66 @@
 """The command line: typer's app, shared options, one module per command group; each command parses its
 options, calls one library function and hands the result to a renderer.
 
-The modules register their commands on :data:`app` when imported, in the order the help lists them.
+A module registers its commands on :data:`~onnxroof.cli.common.app` when imported. :func:`main` imports only the
+module of the command asked for (``onnxroof report ...`` never imports the ``audit`` or ``measure`` commands and
+their libraries, and typer builds the options of that module's commands only); help, a bare ``onnxroof`` and an
+unknown command import them all, in :data:`COMMAND_MODULES` order, the order ``--help`` lists them.
+:mod:`onnxroof.cli.commands` is the app with every command, for tests and embedding.
 """
 
 from __future__ import annotations
 
-# isort: off  (the import order is the order of the commands in --help)
-from onnxroof.cli import (
-    gate,  # noqa: F401
-    graphs,  # noqa: F401
-    measure,  # noqa: F401
-    report,  # noqa: F401
-    whatif,  # noqa: F401
-)
+import gc
+import importlib
+import sys
+from collections.abc import Sequence
 
-# isort: split
-from onnxroof.cli import (
-    audit,  # noqa: F401
-    llm,  # noqa: F401
-)
 from onnxroof.cli.common import app
 
-# isort: on
+__all__ = ["COMMAND_MODULES", "load_commands", "main", "modules_for"]
 
-__all__ = ["app", "main"]
+#: Each command's module under ``onnxroof.cli``, in the order ``--help`` lists the modules' commands.
+COMMAND_MODULES: dict[str, str] = {
+    "check": "gate",
+    "diff": "gate",
+    "plot": "graphs",
+    "graph": "graphs",
+    "calibrate": "measure",
+    "profile": "measure",
+    "report": "report",
+    "platforms": "report",
+    "runtimes": "report",
+    "rules": "report",
+    "inspect": "report",
+    "sweep": "whatif",
+    "compare": "whatif",
+    "audit": "audit",
+    "llm": "llm",
+}
 
 
-def main() -> None:
-    app(prog_name="onnxroof")
+def modules_for(args: Sequence[str]) -> tuple[str, ...]:
+    """The command modules a run with arguments ``args`` needs: the named command's when the first argument
+    names one (the app's own options, ``-h`` and ``-V``, come before the command and are flags, so the first
+    argument is either an option or the command); every module otherwise (help, a bare call, a typo: typer's
+    answer lists every command)."""
+    if args and args[0] in COMMAND_MODULES:
+        return (COMMAND_MODULES[args[0]],)
+    return tuple(dict.fromkeys(COMMAND_MODULES.values()))
+
+
+def load_commands(modules: Sequence[str]) -> None:
+    """Import the command modules ``modules`` (names under ``onnxroof.cli``), registering their commands."""
+    for module in modules:
+        importlib.import_module(f"onnxroof.cli.{module}")
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Run the command line on ``args`` (default: the process's arguments)."""
+    chosen = list(sys.argv[1:] if args is None else args)
+    load_commands(modules_for(chosen))
+    gc.freeze()
+    try:
+        app(args=chosen, prog_name="onnxroof")
+    finally:
+        gc.freeze()
