@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from onnxroof.analysis.select import TableLevel
 from onnxroof.cli.common import (
@@ -100,7 +99,6 @@ def report(
     from onnxroof.analysis.whatif import whatif_options
     from onnxroof.load.reader import parse_dim_bindings
     from onnxroof.measure.overlay import load_overlay
-    from onnxroof.report.console import render_console, render_warnings
     from onnxroof.report.data import json_chunks, render_csv
 
     with exit_on_errors(debug):
@@ -119,7 +117,12 @@ def report(
         )
         measured = load_overlay(profile, analysis) if profile is not None else None
         warnings = analysis.warnings + (measured.warnings if measured is not None else ())
-        render_warnings(warnings, Console(stderr=True, highlight=False))
+        if warnings:
+            from rich.console import Console
+
+            from onnxroof.report.console import render_warnings
+
+            render_warnings(warnings, Console(stderr=True, highlight=False))
         if chosen is ReportFormat.json and measured is None:
             emit(json_chunks(analysis), output)
         elif chosen is ReportFormat.json:
@@ -138,6 +141,8 @@ def report(
 
             emit(render_html(analysis, measured), output)
         else:
+            from onnxroof.report.console import render_console
+
             emit(
                 lambda console: render_console(
                     analysis, console, top or 15, explain_fusion, rows=rows, verbose=verbose
