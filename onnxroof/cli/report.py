@@ -98,7 +98,6 @@ def report(
     from onnxroof.analysis.select import RowFilter, only_for
     from onnxroof.analysis.whatif import whatif_options
     from onnxroof.load.reader import parse_dim_bindings
-    from onnxroof.measure.overlay import load_overlay
     from onnxroof.report.data import json_chunks, render_csv
 
     with exit_on_errors(debug):
@@ -115,7 +114,11 @@ def report(
             runtime=runtime,
             whatif=whatif_options(density, density_file, compress_mem, skip_compute, precision, peak, time_model),
         )
-        measured = load_overlay(profile, analysis) if profile is not None else None
+        measured = None
+        if profile is not None:
+            from onnxroof.measure.overlay import load_overlay
+
+            measured = load_overlay(profile, analysis)
         warnings = analysis.warnings + (measured.warnings if measured is not None else ())
         if warnings:
             from rich.console import Console
