@@ -30,27 +30,40 @@ def seed_range_lengths(model: onnx.ModelProto) -> int:
     ``value_info`` or is a graph output, whose inputs are not all known scalars, or whose ``delta`` is 0 is left
     to inference and the fallbacks. Returns how many were seeded."""
     graph = model.graph
-    nodes = graph.node
-    positions = [i for i, n in enumerate(nodes) if n.op_type == "Range" and not normalize_domain(n.domain)]
-    if not positions:
+    positions, ranges = _ranges(graph)
+    if not ranges:
         return 0
-    described = {v.name for v in graph.value_info} | {v.name for v in graph.output}
-    ranges = [n for n in (nodes[i] for i in positions) if len(n.input) == 3 and n.output and n.output[0]]
-    ranges = [n for n in ranges if n.output[0] not in described]
     opset = next((o.version for o in model.opset_import if not normalize_domain(o.domain)), 1)
     values = known_values(graph, [name for node in ranges for name in node.input], opset, positions[-1])
     seeded = 0
     for node in ranges:
-        start, limit, delta = (values.get(name) for name in node.input)
-        if start is None or limit is None or delta is None or any(v.size != 1 for v in (start, limit, delta)):
-            continue
-        length = range_length(start.item(), limit.item(), delta.item())
-        if length is None:
-            continue
-        elem_type = helper.np_dtype_to_tensor_dtype(start.dtype)
-        graph.value_info.append(helper.make_tensor_value_info(node.output[0], elem_type, [length]))
-        seeded += 1
+        length = _length(node, values)
+        if length is not None:
+            elem_type = helper.np_dtype_to_tensor_dtype(values[node.input[0]].dtype)
+            graph.value_info.append(helper.make_tensor_value_info(node.output[0], elem_type, [length]))
+            seeded += 1
     return seeded
+
+
+def _ranges(graph: onnx.GraphProto) -> tuple[list[int], list[onnx.NodeProto]]:
+    """The positions of the default-domain ``Range`` nodes, and those of them to seed: three inputs, an output
+    without a ``value_info`` of its own that is not a graph output."""
+    nodes = graph.node
+    positions = [i for i, n in enumerate(nodes) if n.op_type == "Range" and not normalize_domain(n.domain)]
+    if not positions:
+        return positions, []
+    described = {v.name for v in graph.value_info} | {v.name for v in graph.output}
+    ranges = [n for n in (nodes[i] for i in positions) if len(n.input) == 3 and n.output and n.output[0]]
+    return positions, [n for n in ranges if n.output[0] not in described]
+
+
+def _length(node: onnx.NodeProto, values: Mapping[str, np.ndarray]) -> int | None:
+    """A ``Range``'s length when its three inputs are known scalars (:func:`range_length`); None otherwise."""
+    known = [values.get(name) for name in node.input]
+    if any(v is None or v.size != 1 for v in known):
+        return None
+    start, limit, delta = (v.item() for v in known)  # type: ignore[union-attr]  # None ruled out above
+    return range_length(start, limit, delta)
 
 
 def range_length(start: float, limit: float, delta: float) -> int | None:
