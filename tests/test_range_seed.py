@@ -20,11 +20,11 @@ from onnxroof.load.reader import load_model
         (0, 5, 2, 3),  # ⌈5 / 2⌉
         (10, 0, -3, 4),  # ⌈−10 / −3⌉
         (5, 0, 1, 0),  # empty, never negative
-        (0.0, 1.0, 0.3, 4),  # ⌈3.33⌉
         (0, 5, 0, None),
+        (0, 2**53, 1, None),  # beyond doubles' exact integers: left to ONNX
     ],
 )
-def test_range_length_is_onnx_s_definition(start: float, limit: float, delta: float, length: int | None) -> None:
+def test_range_length_is_onnx_s_definition(start: int, limit: int, delta: int, length: int | None) -> None:
     assert range_length(start, limit, delta) == length
 
 
@@ -99,3 +99,22 @@ def test_a_range_with_a_value_info_of_its_own_is_left_as_it_is() -> None:
     model.graph.value_info.append(helper.make_tensor_value_info("positions", TensorProto.INT64, ["n"]))
     assert seed_range_lengths(model) == 0
     assert [v.name for v in model.graph.value_info] == ["positions"]
+
+
+@pytest.mark.parametrize("kind", ["float", "shaped"])
+def test_a_float_range_or_one_of_non_scalars_is_left_to_onnx(kind: str) -> None:
+    # a float input: ONNX versions compute the length in different precisions; [1]-shaped inputs: ONNX refuses them
+    model = _decoder_positions()
+    for dim, value in zip(model.graph.input[0].type.tensor_type.shape.dim, (1, 3), strict=True):
+        dim.dim_value = value
+    for dim, value in zip(model.graph.input[1].type.tensor_type.shape.dim, (1, 2, 7, 8), strict=True):
+        dim.dim_value = value
+    one = next(n for n in model.graph.node if n.output[0] == "one")
+    if kind == "float":
+        for node in model.graph.node:
+            if node.op_type == "Range":
+                node.input[2] = "one_f"
+        model.graph.initializer.append(helper.make_tensor("one_f", TensorProto.FLOAT, [], [1.0]))
+    else:
+        one.attribute[0].t.CopyFrom(helper.make_tensor("one", TensorProto.INT64, [1], [1]))
+    assert seed_range_lengths(model) == 0

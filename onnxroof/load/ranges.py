@@ -27,8 +27,8 @@ def seed_range_lengths(model: onnx.ModelProto) -> int:
     """Give each main-graph ``Range`` whose ``start``, ``limit`` and ``delta`` are known (:func:`known_values`) a
     ``value_info`` of shape ``[n]``, ``n = max(⌈(limit − start) / delta⌉, 0)`` (ONNX's definition of ``Range``),
     in the dtype of ``start``; ``model`` is changed in place. A ``Range`` whose output already has a
-    ``value_info`` or is a graph output, whose inputs are not all known scalars, or whose ``delta`` is 0 is left
-    to inference and the fallbacks. Returns how many were seeded."""
+    ``value_info`` or is a graph output, whose inputs are not all known integer scalars, or whose ``delta`` is 0
+    is left to inference and the fallbacks. Returns how many were seeded."""
     graph = model.graph
     positions, ranges = _ranges(graph)
     if not ranges:
@@ -58,22 +58,22 @@ def _ranges(graph: onnx.GraphProto) -> tuple[list[int], list[onnx.NodeProto]]:
 
 
 def _length(node: onnx.NodeProto, values: Mapping[str, np.ndarray]) -> int | None:
-    """A ``Range``'s length when its three inputs are known scalars (:func:`range_length`); None otherwise."""
+    """A ``Range``'s length when its three inputs are known integer scalars (:func:`range_length`); None otherwise
+    (a float ``Range`` is left to ONNX: its versions compute the length of one in different precisions)."""
     known = [values.get(name) for name in node.input]
-    if any(v is None or v.size != 1 for v in known):
-        return None
-    start, limit, delta = (v.item() for v in known)  # type: ignore[union-attr]  # None ruled out above
+    if any(v is None or v.ndim != 0 or v.dtype.kind not in "iu" for v in known):
+        return None  # ONNX's Range takes scalars of shape (): another shape fails its inference, as it did before
+    start, limit, delta = (int(v) for v in known)  # type: ignore[arg-type]  # None ruled out above
     return range_length(start, limit, delta)
 
 
-def range_length(start: float, limit: float, delta: float) -> int | None:
-    """``max(⌈(limit − start) / delta⌉, 0)`` (ONNX ``Range``); exact integer arithmetic for integers
-    (``⌈a / b⌉ = −((−a) // b)``); None for ``delta = 0`` or a non-finite value."""
-    if isinstance(start, int) and isinstance(limit, int) and isinstance(delta, int):
-        return max(-((start - limit) // delta), 0) if delta != 0 else None
-    if delta == 0 or not all(math.isfinite(v) for v in (start, limit, delta)):
+def range_length(start: int, limit: int, delta: int) -> int | None:
+    """``max(⌈(limit − start) / delta⌉, 0)`` (ONNX ``Range``) in exact integer arithmetic (``⌈a / b⌉ = −((−a) //
+    b)``); None for ``delta = 0`` or ``|limit − start| ≥ 2^53``, where ONNX versions that divide in double
+    precision may differ from the exact value (no decoder's positions come near)."""
+    if delta == 0 or abs(limit - start) >= 2**53:
         return None
-    return max(math.ceil((limit - start) / delta), 0)
+    return max(-((start - limit) // delta), 0)
 
 
 def known_values(graph: onnx.GraphProto, names: Sequence[str], opset: int, before: int) -> dict[str, np.ndarray]:
