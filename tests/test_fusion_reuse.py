@@ -96,7 +96,7 @@ def test_llm_phases_are_what_analyze_gives_with_and_without_the_replay(monkeypat
     matched_once = len(calls)
     assert matched_once > 0  # the decoder's RMSNorms
     calls.clear()
-    monkeypatch.setattr(match, "matcher_facts", lambda *a: [object()])  # never equal: every phase matched afresh
+    monkeypatch.setattr(match, "matcher_facts", lambda *a: (object(),))  # never equal: every phase matched afresh
     afresh = llm(OPTIMUM, "a100", prompt=32, generate=8)
     assert len(calls) == 4 * matched_once  # prefill + 3 decode steps, each matched
     assert replayed == afresh and _documents(replayed) == _documents(afresh)
