@@ -137,12 +137,12 @@ def test_a_piecewise_decode_analyzes_each_past_once(monkeypatch: pytest.MonkeyPa
 
     pasts: list[object] = []
 
-    def counted(model: object, platform: object, dims: dict[str, object], **options: object) -> onnxroof.Analysis:
+    def counted(model: object, dims: dict[str, object], *args: object) -> onnxroof.BoundModel:
         if dims["sequence_length"] == 1:
             pasts.append(dims["past_sequence_length"])
-        return onnxroof.analyze(model, platform, dims, **options)  # type: ignore[arg-type]
+        return onnxroof.bind(model, dims, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(study, "analyze", counted)
+    monkeypatch.setattr(study, "bind", counted)  # each phase is bound once
     result = llm(LLM / "genai_llama_fp32" / "model.onnx", "a100", prompt=PROMPT, generate=GENERATE, batch=1024)
     assert result.interpolation == "piecewise"
     assert sorted(pasts) == [p.past for p in result.decode] == list(range(PROMPT, PROMPT + GENERATE))

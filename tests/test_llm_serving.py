@@ -13,7 +13,8 @@ import onnx
 import pytest
 from typer.testing import CliRunner
 
-from onnxroof.analysis.analyze import Analysis, analyze
+from onnxroof.analysis.analyze import Analysis
+from onnxroof.analysis.stages import BoundModel, bind
 from onnxroof.analysis.whatif import weight_only_itemsize
 from onnxroof.cli.commands import app
 from onnxroof.studies.llm import LLMResult, llm
@@ -184,11 +185,11 @@ def test_the_search_does_not_analyze_the_requested_batch_again(monkeypatch: pyte
     target = 1.5 * _run(1).tpot_s
     batches: list[object] = []  # the batch each analysis binds
 
-    def counted(model: object, platform: object, dims: dict[str, object], **options: object) -> Analysis:
+    def counted(model: object, dims: dict[str, object], *args: object) -> BoundModel:
         batches.append(dims[_run(1).cache.roles["batch"]])
-        return analyze(model, platform, dims, **options)  # type: ignore[arg-type]
+        return bind(model, dims, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(study, "analyze", counted)
+    monkeypatch.setattr(study, "bind", counted)  # each phase is bound once
     result = llm(GENAI_FP32, "a100", prompt=PROMPT, generate=GENERATE, max_tpot_s=target, max_ttft_s=10.0)
     search = result.search
     assert search is not None and search.limited_by == BatchLimit.TARGET and result.interpolation == "linear"

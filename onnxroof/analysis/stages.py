@@ -46,6 +46,7 @@ from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.bodies import fuse_with_bodies
 from onnxroof.fusion.descriptor import describe
 from onnxroof.fusion.graph import FusionGraph
+from onnxroof.fusion.match import FunctionMatches
 from onnxroof.fusion.patterns import QDQ_PATTERNS
 from onnxroof.load.reader import LoadedModel, ModelFile, load_model, read_file
 from onnxroof.platform.model import Platform
@@ -302,7 +303,8 @@ class FusedModel:
     a QDQ pattern runs at int8 (QLinearConv, QLinearMatMul, QGemm); ``pass_bytes``: bytes each kernel moves in a
     second, elementwise pass the runtime adds after it (a convolution's bias added separately,
     :func:`~onnxroof.analysis.runtime_use.separate_conv_bias`), already counted in its cost; None: no kernel has
-    one."""
+    one. ``functions``: the fusion pass's phase-1 decisions, which another binding of the model may replay
+    (:func:`fuse`'s ``prior``)."""
 
     costed: CostedModel
     profile: str
@@ -314,16 +316,22 @@ class FusedModel:
     launches: npt.NDArray[np.float64]
     int8: npt.NDArray[np.bool_]
     pass_bytes: npt.NDArray[np.float64] | None = None
+    functions: FunctionMatches | None = field(default=None, compare=False, repr=False)
 
 
-def fuse(costed: CostedModel, profile: str) -> FusedModel:
+def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> FusedModel:
     """Group ``costed``'s nodes into the kernels of fusion ``profile`` (:func:`onnxroof.fusion.fuse.fuse`), the
     bodies of If/Loop/Scan nodes fused the same way and their kernels put in the node's place
-    (:func:`onnxroof.fusion.bodies.fuse_with_bodies`), and describe each kernel (:func:`describe`)."""
+    (:func:`onnxroof.fusion.bodies.fuse_with_bodies`), and describe each kernel (:func:`describe`).
+
+    ``prior``: another binding of the same model fused under ``profile`` (an LLM's previous phase): its
+    decomposed-function matches are replayed where the facts the matcher reads are equal
+    (:func:`onnxroof.fusion.match.apply_functions`), and matched afresh otherwise; the result is the same."""
     ir = costed.bound.ir
     costs = {op.id: node_cost for op, node_cost in zip(ir.ops, costed.node_costs, strict=True)}
     graph = FusionGraph(ir, costs)
-    fusion, run = fuse_with_bodies(ir, costs, profile, graph)
+    reuse = prior.functions if prior is not None and prior.profile == profile else None
+    fusion, run = fuse_with_bodies(ir, costs, profile, graph, reuse)
     op_of, position = graph.ops, graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
@@ -352,6 +360,7 @@ def fuse(costed: CostedModel, profile: str) -> FusedModel:
         anchors=np.asarray(anchors, dtype=np.int64),
         launches=np.asarray(launches, dtype=np.float64),
         int8=np.asarray(int8, dtype=bool),
+        functions=fusion.functions,
     )
 
 

@@ -30,6 +30,7 @@ from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import BodyRun, NodeCost
 from onnxroof.fusion.fuse import FusionResult, fuse
 from onnxroof.fusion.graph import FusionGraph
+from onnxroof.fusion.match import FunctionMatches
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +104,18 @@ def _body_kernels(
 
 
 def fuse_with_bodies(
-    ir: ModelIR, costs: Mapping[str, NodeCost], profile: str, graph: FusionGraph | None = None
+    ir: ModelIR,
+    costs: Mapping[str, NodeCost],
+    profile: str,
+    graph: FusionGraph | None = None,
+    prior: FunctionMatches | None = None,
 ) -> tuple[FusionResult, tuple[RunKernel, ...] | None]:
     """Fuse ``ir`` under ``profile`` and expand control-flow bodies (see the module docstring): the result with
     the kernels renumbered and the bodies' misses added, and each kernel with its ops, anchor and launches; None
     instead of those when no kernel has a body (the result is then :func:`~onnxroof.fusion.fuse.fuse`'s own, each
-    kernel's members in ``ir``)."""
-    fusion = fuse(ir, costs, profile, graph)
+    kernel's members in ``ir``). ``prior``: the main graph's phase-1 decisions from another binding
+    (:func:`~onnxroof.fusion.fuse.fuse`)."""
+    fusion = fuse(ir, costs, profile, graph, prior)
     if not any(costs[k.node_ids[0]].body is not None for k in fusion.kernels if len(k.node_ids) == 1):
         return fusion, None
     misses: list[Miss] = []

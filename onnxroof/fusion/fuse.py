@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from onnxroof.core.cost import Cost, merge_weights
@@ -58,7 +58,7 @@ from onnxroof.core.states import RuleKind
 from onnxroof.fusion.checks import CHECKS, NOT_A_CANDIDATE
 from onnxroof.fusion.edges import apply_edges
 from onnxroof.fusion.graph import FusionGraph, PassState
-from onnxroof.fusion.match import apply_functions
+from onnxroof.fusion.match import FunctionMatches, apply_functions
 from onnxroof.fusion.patterns import (
     PATTERNS,
     PATTERNS_BY_NAME,
@@ -79,6 +79,9 @@ class FusionResult:
     profile: str
     kernels: tuple[Kernel, ...]
     misses: tuple[Miss, ...]
+    functions: FunctionMatches | None = field(default=None, compare=False, repr=False)
+    """Phase 1's decisions (:func:`~onnxroof.fusion.match.apply_functions`), for another binding of the model to
+    replay (``fuse(..., prior=)``); None when no function pattern is enabled."""
 
     @functools.cached_property
     def _by_node(self) -> Mapping[str, Kernel]:
@@ -234,22 +237,28 @@ def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, 
 
 
 def fuse(
-    ir: ModelIR, node_costs: Mapping[str, NodeCost], profile: str, graph: FusionGraph | None = None
+    ir: ModelIR,
+    node_costs: Mapping[str, NodeCost],
+    profile: str,
+    graph: FusionGraph | None = None,
+    prior: FunctionMatches | None = None,
 ) -> FusionResult:
     """Group ``ir``'s costed nodes into the kernels the ``profile`` target would run (see the module docs).
 
     ``graph``: the lookups over ``ir`` and ``node_costs`` when the caller built them already (and reads them
-    too: ids to ops and positions)."""
+    too: ids to ops and positions). ``prior``: the phase-1 decisions of another binding of the model
+    (:attr:`FusionResult.functions`), replayed when the facts they read are equal
+    (:func:`~onnxroof.fusion.match.apply_functions`)."""
     enabled = set(profile_patterns(profile))
     patterns = [p for p in PATTERNS if p.name in enabled]
     state = PassState(graph if graph is not None else FusionGraph(ir, node_costs))
-    apply_functions([p for p in patterns if isinstance(p, FunctionPattern)], state)
+    functions = apply_functions([p for p in patterns if isinstance(p, FunctionPattern)], state, prior)
     apply_edges([p for p in patterns if isinstance(p, EdgePattern)], state)
     for p in patterns:
         if isinstance(p, PointwisePattern):
             apply_pointwise(p, state)
     kernels = _build_kernels(state)
-    return FusionResult(profile, kernels, _final_misses(state, kernels))
+    return FusionResult(profile, kernels, _final_misses(state, kernels), functions)
 
 
 __all__ = [

@@ -3,23 +3,91 @@
 :func:`apply_functions` scans the nodes in topological order and tries each :class:`FunctionPattern` whose
 first step (or an optional step before it) the node can fill (template syntax: :mod:`onnxroof.fusion.patterns`).
 A match becomes one unit, unless a member's output is also used outside the match: then a miss says where.
+
+The matcher reads no shape, dtype or attribute: only the graph's structure, which inputs are constants and which
+nodes are costed (:func:`matcher_facts`). Its decisions (:class:`FunctionMatches`) are therefore the same for
+every binding of one model whose facts are equal (an LLM's prefill and decode steps), and are replayed there
+instead of matched again (``prior``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from onnxroof.core.ir import OpView
-from onnxroof.fusion.graph import FusionGraph, PassState
+from onnxroof.fusion.graph import FusionGraph, MissRecord, PassState
 from onnxroof.fusion.patterns import FunctionPattern, Step
 
 _COMMUTATIVE = frozenset({"Add", "Mul"})
 
 
-def apply_functions(functions: Sequence[FunctionPattern], state: PassState) -> None:
-    """Recognise ``functions`` on the nodes still alone in their unit, scanning in topological order."""
+@dataclass(frozen=True, slots=True)
+class FunctionMatch:
+    """One decomposed function recognised: its pattern, its members (in topological order) and its output."""
+
+    pattern: FunctionPattern
+    members: tuple[str, ...]
+    output: str
+
+
+@dataclass(frozen=True)
+class FunctionMatches:
+    """Phase 1's decisions on one graph (the matches and the misses, in the order found) and the facts they were
+    made from (:func:`matcher_facts`): another binding of the graph with equal facts replays them."""
+
+    facts: tuple[object, ...] | None = field(repr=False)
+    """None: not reused (a graph with bodies)."""
+    matches: tuple[FunctionMatch, ...]
+    misses: tuple[MissRecord, ...]
+
+
+def matcher_facts(functions: Sequence[FunctionPattern], state: PassState) -> tuple[object, ...] | None:
+    """Everything phase 1 reads, as one flat tuple (None for a graph with bodies: not reused there).
+
+    The patterns' names; the graph outputs; per node in topological order its id, op type and domain, its inputs
+    (count, then each absent or its name and role: whether it is a constant), its outputs (count, then names)
+    and whether it is costed (has a unit). Producers, consumers and view aliases are functions of these (the
+    graph index), and the rule kinds of the op types are the registry's. The lengths make the tuple unambiguous.
+    Built in ~0.7 ms for the 7B-shaped decoder's 2,757 nodes (a tuple per node took ~5 ms), compared in ~0.15
+    ms, against ~21 ms of matching."""
+    ir = state.g.ir
+    facts: list[object] = [tuple(p.name for p in functions), tuple(ir.graph_outputs)]
+    append, unit_of = facts.append, state.unit_of
+    for op in ir.ops:
+        if op.subgraphs:
+            return None
+        append(op.id)
+        append(op.op_type)
+        append(op.domain)
+        append(len(op.inputs))
+        for t in op.inputs:
+            if t is None:
+                append(None)
+            else:
+                append(t.name)
+                append(t.role)
+        append(len(op.outputs))
+        for t in op.outputs:
+            append(None if t is None else t.name)
+        append(op.id in unit_of)
+    return tuple(facts)
+
+
+def apply_functions(
+    functions: Sequence[FunctionPattern], state: PassState, prior: FunctionMatches | None = None
+) -> FunctionMatches | None:
+    """Recognise ``functions`` on the nodes still alone in their unit, scanning in topological order; the
+    decisions made (None when no function is enabled). ``prior``: another binding's decisions, replayed when its
+    :func:`matcher_facts` equal this graph's (the matching is a function of them); matched afresh otherwise."""
     if not functions:
-        return
+        return None
+    facts = matcher_facts(functions, state)
+    if prior is not None and facts is not None and prior.facts == facts:
+        for replayed in prior.matches:
+            _join(replayed, state)
+        state.misses.extend(prior.misses)
+        return prior
     starts: dict[str, list[FunctionPattern]] = {}
     for p in functions:
         for steps in p.variants:
@@ -29,10 +97,16 @@ def apply_functions(functions: Sequence[FunctionPattern], state: PassState) -> N
                         starts[op_type].append(p)
                 if not step.optional:
                     break
+    first_miss = len(state.misses)
+    matches: list[FunctionMatch] = []
     for op in state.g.ir.ops:
         for p in starts.get(op.op_type, ()):
-            if state.single(op.id) is not None and _apply_function(p, op.id, state):
-                break
+            if state.single(op.id) is not None:
+                found = _apply_function(p, op.id, state)
+                if found is not None:
+                    matches.append(found)
+                    break
+    return FunctionMatches(facts, tuple(matches), tuple(state.misses[first_miss:]))
 
 
 class _Match:
@@ -154,7 +228,7 @@ def _start_indices(steps: tuple[Step, ...], op_type: str) -> list[int]:
     return starts
 
 
-def _apply_function(pattern: FunctionPattern, node: str, state: PassState) -> bool:
+def _apply_function(pattern: FunctionPattern, node: str, state: PassState) -> FunctionMatch | None:
     g = state.g
     op_type = g.ops[node].op_type
     for steps in pattern.variants:
@@ -170,16 +244,21 @@ def _apply_function(pattern: FunctionPattern, node: str, state: PassState) -> bo
             if reason is not None:
                 state.miss(pattern.name, members, f"{pattern.name}: {reason}")
                 continue
-            ordered = sorted(members, key=g.position.__getitem__)
-            unit = state.unit_of[ordered[0]]
-            for other in ordered[1:]:
-                state.merge(unit, state.unit_of[other], pattern.name, False, None, None)
-            unit.patterns = (pattern.name,)
-            unit.op_type = pattern.produces
-            unit.out = output
-            unit.function = True
-            return True
-    return False
+            found = FunctionMatch(pattern, tuple(sorted(members, key=g.position.__getitem__)), output)
+            _join(found, state)
+            return found
+    return None
+
+
+def _join(found: FunctionMatch, state: PassState) -> None:
+    """Merge ``found``'s members into one unit: the function's kernel."""
+    unit = state.unit_of[found.members[0]]
+    for other in found.members[1:]:
+        state.merge(unit, state.unit_of[other], found.pattern.name, False, None, None)
+    unit.patterns = (found.pattern.name,)
+    unit.op_type = found.pattern.produces
+    unit.out = found.output
+    unit.function = True
 
 
 def _internal_escape(members: set[str], output: str, g: FusionGraph) -> str | None:

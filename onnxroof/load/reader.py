@@ -38,6 +38,7 @@ from onnxroof.load.checks import (
 )
 from onnxroof.load.dims import bind_dims, parse_dim_bindings, shape_bindings, symbolic_dims
 from onnxroof.load.lean import copy_without_payloads, parse_without_payloads
+from onnxroof.load.ranges import seed_range_lengths
 from onnxroof.load.shapes import (
     DATA_PROP_ELEMENTS,
     fold_small_constants,
@@ -290,6 +291,7 @@ def _prepare(
         dims = shape_bindings(model, shapes, dims)
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
+    seed_range_lengths(model)  # one inference where a Range's length is known from the bound dims
     large = large_integer_input(model)
     if large is not None:
         warnings.append(
