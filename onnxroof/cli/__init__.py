@@ -56,10 +56,18 @@ def load_commands(modules: Sequence[str]) -> None:
 
 
 def main(args: Sequence[str] | None = None) -> None:
-    """Run the command line on ``args`` (default: the process's arguments)."""
+    """Run the command line on ``args`` (default: the process's arguments), the process's way: the command's
+    module alone is imported (:func:`modules_for`), and the run goes without the cycle collector.
+
+    The collector: an analysis leaves ~300 objects of cyclic garbage whatever the model's size (310 on each
+    7B-shaped decode binding, 334 on the 200k-node chain: ``gc.collect()``'s count after each), so a command's
+    memory does not grow with the model for want of it, while its full passes over a large graph's live IR cost
+    7-12 % (the 200k chain's ``analyze()`` 8.9 -> 7.8 s; ``llm`` on the 7B decoder -7 % CPU, farm-bench paired).
+    ``gc.freeze()`` at the end moves what is left out of the collection that interpreter shutdown still runs
+    (teardown of the 7B report 52 -> 19 ms). The library itself never touches the collector."""
     chosen = list(sys.argv[1:] if args is None else args)
     load_commands(modules_for(chosen))
-    gc.freeze()
+    gc.disable()
     try:
         app(args=chosen, prog_name="onnxroof")
     finally:
