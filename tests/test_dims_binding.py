@@ -161,3 +161,20 @@ def test_cli_report_shape_gives_the_macs() -> None:
         result = _cli("report", path, "-f", "json", "--shape", "x=1x3x48x192")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["totals"]["macs"] == conv_macs(1, 48, 192)
+
+
+def test_an_unbound_dim_on_many_inputs_names_three_and_counts_the_rest() -> None:
+    """A decoder's past length sits on one input per layer's key and value: the error stays one readable line."""
+    inputs = [helper.make_tensor_value_info(f"past.{i}", TensorProto.FLOAT, [1, "past", 8]) for i in range(10)]
+    graph = helper.make_graph(
+        [helper.make_node("Concat", [f"past.{i}" for i in range(10)], ["y"], axis=1)],
+        "many",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None, 8])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(DimsError) as raised:
+        onnxroof.analyze(model, platform="xavier")
+    message = str(raised.value)
+    assert "past (input 'past.0' axis 1, input 'past.1' axis 1, input 'past.2' axis 1 and 7 more)" in message
+    assert "past.3" not in message

@@ -339,9 +339,20 @@ def _require_bound(
         if part not in expressions and users and all(k in literal for k in users):
             del unbound[part]
     if unbound:
-        listed = "; ".join(f"{s} ({', '.join(p)})" for s, p in unbound.items())
+        listed = "; ".join(f"{s} ({_places(p)})" for s, p in unbound.items())
         example = " ".join(f"--dim {s}=N" for s in unbound)
         raise DimsError(f"unbound symbolic dims: {listed}. Bind them with {example} (or dims={{...}} in the API)")
+
+
+#: How many inputs an unbound dim's error names before "and N more" (a decoder's past length is on 64 inputs).
+PLACES_SHOWN = 3
+
+
+def _places(places: list[str]) -> str:
+    """The first :data:`PLACES_SHOWN` of ``places``, then how many more there are."""
+    shown = ", ".join(places[:PLACES_SHOWN])
+    more = len(places) - PLACES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def _write_sizes(model: onnx.ModelProto, bound: Mapping[str, int], expressions: Mapping[str, DimExpr | None]) -> None:
