@@ -2,18 +2,16 @@
 and a self-contained HTML page in the report's design (:func:`render_llm_html`).
 
 The HTML page's machinery (jinja2, :mod:`onnxroof.report.html` and the measured overlay it pulls in: ~45 ms of
-imports) is imported by :func:`render_llm_html` when a page is rendered, not by the table, JSON or CSV."""
+imports) is imported by :func:`render_llm_html` when a page is rendered, not by the table, JSON or CSV; rich (~20 ms)
+by :func:`render_llm_table`, not by the JSON or CSV."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from onnxroof.analysis.document import sustained_fields
 from onnxroof.analysis.runtime_use import RuntimeUse
@@ -21,8 +19,10 @@ from onnxroof.analysis.whatif import WEIGHT_ONLY_GROUP, WEIGHT_ONLY_SCALE_BYTES,
 from onnxroof.core.units import percent, seconds, si
 from onnxroof.platform.model import Platform
 from onnxroof.report.data import csv_text, dumps_document
-from onnxroof.report.runtimes import runtime_lines
 from onnxroof.studies.llm import LLMResult, PhasePoint
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 TEMPLATE = Path(__file__).with_name("templates") / "llm_section.html.j2"
 CSV_FIELDS = (
@@ -296,7 +296,13 @@ def _request_text(result: LLMResult) -> str:
 
 
 def render_llm_table(result: LLMResult, console: Console) -> None:
-    """The headline figures, a row per analyzed step, the memory check."""
+    """The headline figures, a row per analyzed step, the memory check (rich is imported here: the JSON and CSV
+    renderers of this module never load it)."""
+    from rich import box
+    from rich.table import Table
+
+    from onnxroof.report.runtimes import runtime_lines
+
     c = result.cache
     console.print(
         f"{result.model} on {result.platform_title} ({result.fusion_profile}): prompt {result.prompt}, "
