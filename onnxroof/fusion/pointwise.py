@@ -46,9 +46,14 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     grouping = _Grouping(state, blocks)
     if not blocks.visit_last_ready_first(grouping.visit):  # not a DAG (cannot happen for convex kernels)
         return  # no fusion
+    position = state.g.position
     for members in grouping.grouped.values():
-        if len(members) >= 2:  # blocks are numbered in the order of their first node: sorted, the head is first
-            _merge([blocks.unit(b) for b in sorted(members)], pattern, state)
+        units = [unit for b in sorted(members) for unit in blocks.units(b)]
+        if len(units) < 2:
+            continue
+        if len(members) > 1 and blocks.runs:  # in the order of their first node, as if every run were apart
+            units.sort(key=lambda unit: min(position[n] for n in unit.nodes))
+        _merge(units, pattern, state)  # the head (first) unit's first node anchors the kernel
 
 
 def _zeros(count: int) -> array:
@@ -92,6 +97,7 @@ class _Blocks:
         self.view = bytearray(n)
         self.preds = array("q")
         self.pred_start, self.pred_end = _zeros(n), _zeros(n)
+        self.runs: dict[int, list[Unit]] = {}  # block -> the units extending its run, in node order
         number_at = array("q", [-1]) * n  # node position -> block number
         seen = array("q", [-1]) * n  # the block whose producers are being gathered, per block (dedup)
         later = self._number(state, number_at, seen)
@@ -126,8 +132,15 @@ class _Blocks:
                 items.append(op.id)
                 views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
             else:
-                items.append(unit)
                 sizes[b] = _size_number(unit, op, state, size_number)
+                run = self._run_of(unit, op, sizes[b], number_at, state)
+                if run >= 0:  # b extends the run of its one producer: no block of its own
+                    sizes[b] = -1
+                    number_at[i] = run
+                    self.runs.setdefault(run, []).append(unit)
+                    b -= 1
+                    continue
+                items.append(unit)
                 if len(unit.nodes) != 1:
                     for node in unit.nodes:
                         number_at[position[node]] = b
@@ -153,6 +166,37 @@ class _Blocks:
             del preds[first:]
             later.append(b)
         return later
+
+    def _run_of(self, unit: Unit, op: OpView, size: int, number_at: array, state: PassState) -> int:
+        """The block whose run ``unit`` (the single-node unit of ``op``, of pointwise ``size``) extends, else -1.
+
+        A unit extends a run when its one producer node ``p`` is in a block of single-node units (a unit alone, or
+        a run), pointwise of the same element count, and every output of ``p`` is read by ``op`` alone. The
+        grouping would put ``op`` in ``p``'s group in any case (a block with one producer of its size joins it),
+        and visit it right after ``p`` (its only successor, made ready last): taking it into ``p``'s block
+        changes no decision. A chain of a million Relus is then one block, not a million visited one by one
+        (the 200 k-node chain's pointwise pass: 1.5 → 0.7 s)."""
+        if size < 0 or op.subgraphs:
+            return -1
+        g = state.g
+        producers = {g.producer.get(t.name) for t in op.inputs if t is not None}
+        producers.discard(None)
+        if len(producers) != 1:
+            return -1
+        p = producers.pop()
+        assert p is not None  # discarded above
+        bp = number_at[g.position[p]]
+        if bp < 0 or self.size[bp] != size:  # not numbered yet (a multi-node unit's member), or another size
+            return -1
+        item = self.items[bp]
+        if not isinstance(item, Unit) or len(item.nodes) != 1:
+            return -1
+        consumers, reader = g.consumers, (op.id,)
+        return bp if all(t is not None and consumers.get(t.name) == reader for t in g.ops[p].outputs) else -1
+
+    def units(self, b: int) -> list[Unit]:
+        """The units of pointwise block ``b`` in node order: its unit, then those extending its run."""
+        return [self.unit(b), *self.runs.get(b, ())]
 
     def _link_successors(self, count: int) -> None:
         """Each block's successors ``succs[succ_start[b]:succ_start[b + 1]]`` in block order, and its
@@ -200,9 +244,9 @@ class _Blocks:
         return item
 
     def mergeable(self) -> bool:
-        """Whether two pointwise units have one element count (else nothing can merge)."""
+        """Whether two pointwise units have one element count (else nothing can merge): a run holds two."""
         sizes = [s for s in self.size if s >= 0]
-        return len(set(sizes)) < len(sizes)
+        return bool(self.runs) or len(set(sizes)) < len(sizes)
 
     def visit_last_ready_first(self, visit: Callable[[int], None]) -> bool:
         """Visit the blocks in a topological order that takes the block made ready last first (a stack);
@@ -385,7 +429,7 @@ class _Grouping:
 
     def _absorb_private_siblings(self, b: int, candidates: list[int]) -> None:
         """Sibling groups that feed only ``b`` (and do not depend on its group) join it."""
-        group, unit = self.group, self.blocks.unit
+        group = self.group
         mine = group[b]
         bit = 1 << self.bit[mine]
         refused: set[int] = set()
@@ -393,7 +437,9 @@ class _Grouping:
             other = group[p]
             if other == mine or other in refused or self.dep[p] & bit:
                 continue
-            if not _private([unit(u) for u in self.grouped[other]], unit(b), self.state):
+            if not _private(
+                [u for v in self.grouped[other] for u in self.blocks.units(v)], self.blocks.units(b), self.state
+            ):
                 refused.add(other)
                 continue
             for u in self.grouped.pop(other):
@@ -412,9 +458,10 @@ def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> No
     head.patterns = (*(name for name in head.patterns if name != pattern.name), pattern.name)
 
 
-def _private(units: list[Unit], consumer: Unit, state: PassState) -> bool:
-    """Whether every output of ``units`` is used only inside them or by ``consumer`` (and is no graph output)."""
-    inside = {id(u) for u in units} | {id(consumer)}
+def _private(units: list[Unit], consumer: list[Unit], state: PassState) -> bool:
+    """Whether every output of ``units`` is used only inside them or by ``consumer``'s units (and is no graph
+    output)."""
+    inside = {id(u) for u in (*units, *consumer)}
     for unit in units:
         for node in unit.nodes:
             for t in state.g.ops[node].outputs:
