@@ -179,12 +179,16 @@ class _Blocks:
         if size < 0 or op.subgraphs:
             return -1
         g = state.g
-        producers = {g.producer.get(t.name) for t in op.inputs if t is not None}
-        producers.discard(None)
-        if len(producers) != 1:
+        producer, p = g.producer, None
+        for t in op.inputs:  # the one producer node, else -1
+            q = producer.get(t.name) if t is not None else None
+            if q is None or q == p:
+                continue
+            if p is not None:
+                return -1
+            p = q
+        if p is None:
             return -1
-        p = producers.pop()
-        assert p is not None  # discarded above
         bp = number_at[g.position[p]]
         if bp < 0 or self.size[bp] != size:  # not numbered yet (a multi-node unit's member), or another size
             return -1
@@ -192,7 +196,10 @@ class _Blocks:
         if not isinstance(item, Unit) or len(item.nodes) != 1:
             return -1
         consumers, reader = g.consumers, (op.id,)
-        return bp if all(t is not None and consumers.get(t.name) == reader for t in g.ops[p].outputs) else -1
+        for t in g.ops[p].outputs:
+            if t is None or consumers.get(t.name) != reader:
+                return -1
+        return bp
 
     def units(self, b: int) -> list[Unit]:
         """The units of pointwise block ``b`` in node order: its unit, then those extending its run."""
