@@ -459,8 +459,7 @@ def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> No
     """Merge a group's units, sorted by their first node, into the first, whose first node anchors the kernel."""
     head = units[0]
     anchor = min(head.nodes, key=state.g.position.__getitem__)
-    for other in units[1:]:
-        state.merge(head, other, pattern.name, False, "Pointwise", other.out)
+    state.merge_all(head, units[1:], pattern.name, "Pointwise")
     head.anchor = anchor
     head.patterns = (*(name for name in head.patterns if name != pattern.name), pattern.name)
 
