@@ -67,9 +67,14 @@ def _size_number(unit: Unit, op: OpView, state: PassState, size_number: dict[int
     if unit.folded or unit.out is None:
         return -1
     g = state.g
-    if not (g.types[op.domain][op.op_type].elementwise if len(unit.nodes) == 1 else g.all_elementwise(unit.nodes)):
+    if len(unit.nodes) == 1:  # a unit of one node: its output is the op's first (no lookup among every tensor)
+        if not g.types[op.domain][op.op_type].elementwise:
+            return -1
+        t = op.outputs[0]
+    elif g.all_elementwise(unit.nodes):
+        t = g.ir.tensors.get(unit.out)
+    else:
         return -1
-    t = g.ir.tensors.get(unit.out)
     shape = t.shape if t is not None else None
     if shape is None or None in shape:
         return -1
