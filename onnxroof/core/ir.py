@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -299,51 +299,50 @@ def build_graph_ir(
     if order is None:
         order = topological_order(nodes)
     ops: list[OpView] = []
-    seen: dict[int, tuple[onnx.TypeProto, TypeFacts]] = {}  # id of a type -> the type and its facts
-    kinds: dict[tuple[str, str], _Kind] = {}  # (op_type, domain) as stored -> what every such node shares
+    seen: dict[int, tuple[onnx.TypeProto, TypeFacts]] = {}
+    before: tuple[TensorInfo | None, ...] = ()  # the outputs of the node before
     for index in order:
         node = nodes[index]
-        key = (node.op_type, node.domain)
-        kind = kinds.get(key) or kinds.setdefault(key, _kind(*key, opsets))
-        op_type, domain, opset = kind.op_type, kind.domain, kind.opset
+        op_type, domain = sys.intern(node.op_type), sys.intern(normalize_domain(node.domain))
+        opset = opsets.get(domain, opsets.get("", 1))
         if node.attribute:
             subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, opset))
         else:  # most nodes: the schema's defaults, one shared read-only view per (op, opset)
-            subgraphs, attrs = _EMPTY, kind.defaults
-        inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in node.input])
+            subgraphs, attrs = _EMPTY, default_attributes(op_type, opset, domain)
+        names = node.input
+        inputs: tuple[TensorInfo | None, ...]
+        if len(names) == 1 and len(before) == 1 and before[0] is not None and before[0].name == names[0]:
+            inputs = before  # the one output of the node before: one tuple for both (a chain's usual case)
+        else:
+            inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
         role = _output_role(op_type, domain, inputs, subgraphs)
         outputs: list[TensorInfo | None] = []
         for name in node.output:
             if not name:
                 outputs.append(None)
                 continue
-            type_proto = value_types.get(name)
-            found = seen.get(id(type_proto)) if type_proto is not None else None
-            if found is None:
-                info = tensor_info_from_type(name, type_proto, role, seen)
-            else:  # tensor_info_from_type's lookup inline: most outputs share a type met before
-                info = TensorInfo(name, *found[1], role)
+            info = tensor_info_from_type(name, value_types.get(name), role, seen)
             if restate is not None:
                 info = restate(info)
-            if kind.dequantizes:
+            if op_type == "DequantizeLinear":
                 info = _stored_size(op_type, domain, inputs, info)
             tensors[name] = info
             outputs.append(info)
         name = node.name
-        ops.append(
-            OpView(
-                f"{index}:{name or op_type}",
-                index,
-                name,
-                op_type,
-                domain,
-                opset,
-                inputs,
-                tuple(outputs),
-                attrs,
-                subgraphs,
-            )
+        before = tuple(outputs)
+        op = OpView(
+            id=f"{index}:{name or op_type}",
+            index=index,
+            name=name,
+            op_type=op_type,
+            domain=domain,
+            opset=opset,
+            inputs=inputs,
+            outputs=before,
+            attrs=attrs,
+            subgraphs=subgraphs,
         )
+        ops.append(op)
 
     return ModelIR(
         tuple(ops),
@@ -358,28 +357,6 @@ def build_graph_ir(
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-class _Kind(NamedTuple):
-    """What every node of one (op_type, domain) pair, as the file stores them, shares in :func:`build_graph_ir`:
-    the interned op type and normalized domain, the opset, the schema's default attributes, and whether it is a
-    ``DequantizeLinear`` (whose output may keep its weight's stored size, :func:`_stored_size`)."""
-
-    op_type: str
-    domain: str
-    opset: int
-    defaults: Mapping[str, Any]
-    dequantizes: bool
-
-
-def _kind(op_type: str, domain: str, opsets: Mapping[str, int]) -> _Kind:
-    """The :class:`_Kind` of nodes of ``op_type`` in ``domain`` (as stored) under ``opsets``. Looked up once per
-    pair rather than per node: the 200 k-node chain's IR loop saves ~0.3 s of interning, domain normalizing and
-    opset lookups."""
-    domain = sys.intern(normalize_domain(domain))
-    opset = opsets.get(domain, opsets.get("", 1))
-    op_type = sys.intern(op_type)
-    return _Kind(op_type, domain, opset, default_attributes(op_type, opset, domain), op_type == "DequantizeLinear")
 
 
 def _frozen(mapping: dict[str, Any]) -> Mapping[str, Any]:

@@ -58,11 +58,8 @@ def node_attributes(node: onnx.NodeProto, opset: int) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4096)
-@functools.lru_cache(maxsize=4096)
 def default_attributes(op_type: str, opset: int, domain: str) -> Mapping[str, Any]:
-    """The schema's default attributes of an op without attributes of its own, as one shared read-only view
-    (made once per (op_type, opset, domain): before, each node without attributes held a dict and a view of
-    its own, ~110 B a node)."""
+    """The schema's default attributes of an op without attributes of its own, as one shared read-only view."""
     return MappingProxyType(dict(_schema_defaults(op_type, opset, domain)))
 
 
