@@ -193,7 +193,8 @@ class PassState:
     def merge_all(self, unit: Unit, others: Sequence[Unit], pattern: str, produces: str) -> None:
         """``merge(unit, other, pattern, False, produces, other.out)`` for each of ``others`` in turn, in one pass:
         the same nodes, folded members, patterns (in order of first appearance), op type and output. (The
-        pointwise kernel of a million-node chain merges a million units: one call each cost 1.7 µs more.)"""
+        pointwise kernel of a chain merges every unit into one: the 200 k-node chain's pointwise pass 0.56-0.63 →
+        0.44-0.55 s CPU against one :meth:`merge` a unit.)"""
         if not others:
             return
         nodes, unit_of = unit.nodes, self.unit_of
