@@ -90,3 +90,52 @@ def test_a_chain_kept_apart_holds_few_bits(monkeypatch: pytest.MonkeyPatch) -> N
     result = fuse(ir, costs, "tensorrt")
     assert len(result.kernels) == count
     assert most <= 8 + pointwise._SLACK  # not one bit per group
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_runs_change_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit taken into its producer's run fuses as it would have as a block of its own (the random graphs'
+    kernels, patterns, costs and misses), and some graphs do have runs (else the comparison proves nothing)."""
+    text = random_graph(seed)
+    for profile in ("tensorrt", "ort-cpu"):
+        expected = fused(text, profile)
+        with monkeypatch.context() as patched:
+            patched.setattr(pointwise._Blocks, "_run_of", lambda *args: -1)
+            assert fused(text, profile) == expected
+
+
+def test_a_chain_is_one_run() -> None:
+    """Relu → Neg → Abs → Relu over [1, 16]: one block of four units (one visit), one kernel of four nodes."""
+    lines = ["a = Relu(x)", "b = Neg(a)", "c = Abs(b)", "y = Relu(c)"]
+    ir, costs = analysed(model("\n".join(lines), "float[1,16] x", "float[1,16] y"))
+    visits = []
+    visit = pointwise._Grouping.visit
+
+    def spy(self: pointwise._Grouping, b: int) -> None:
+        visits.append(b)
+        visit(self, b)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(pointwise._Grouping, "visit", spy)
+        result = fuse(ir, costs, "tensorrt")
+    assert visits == [0]
+    assert [len(k.node_ids) for k in result.kernels] == [4]
+
+
+def test_random_graphs_have_runs() -> None:
+    """The random graphs of :func:`test_runs_change_no_decision` take units into runs (a comparison with and
+    without runs over graphs that have none could not fail)."""
+    counted = 0
+    run_of = pointwise._Blocks._run_of
+
+    def spy(self: pointwise._Blocks, *args: object) -> int:
+        nonlocal counted
+        found = run_of(self, *args)  # type: ignore[arg-type]
+        counted += found >= 0
+        return found
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(pointwise._Blocks, "_run_of", spy)
+        for seed in range(40):
+            fused(random_graph(seed), "tensorrt")
+    assert counted >= 10

@@ -9,6 +9,7 @@ load-time constants are excluded: they are reported as weight bytes.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,8 +80,9 @@ def _buffers(ir: ModelIR) -> _Buffers:
                 alias[t.name] = source
             else:
                 born.append(step)
-                if t.is_static_shape:
-                    size[t.name] = t.nbytes
+                shape = t.shape  # TensorInfo.is_static_shape and .nbytes, inlined
+                if shape is not None and None not in shape:
+                    size[t.name] = math.prod(shape) * t.itemsize  # type: ignore[arg-type]  # no None: tested
                 else:
                     size[t.name] = 0.0
                     unknown += 1

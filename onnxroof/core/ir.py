@@ -300,6 +300,7 @@ def build_graph_ir(
         order = topological_order(nodes)
     ops: list[OpView] = []
     seen: dict[int, tuple[onnx.TypeProto, TypeFacts]] = {}
+    before: tuple[TensorInfo | None, ...] = ()  # the outputs of the node before
     for index in order:
         node = nodes[index]
         op_type, domain = sys.intern(node.op_type), sys.intern(normalize_domain(node.domain))
@@ -308,7 +309,12 @@ def build_graph_ir(
             subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, opset))
         else:  # most nodes: the schema's defaults, one shared read-only view per (op, opset)
             subgraphs, attrs = _EMPTY, default_attributes(op_type, opset, domain)
-        inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in node.input])
+        names = node.input
+        inputs: tuple[TensorInfo | None, ...]
+        if len(names) == 1 and len(before) == 1 and before[0] is not None and before[0].name == names[0]:
+            inputs = before  # the one output of the node before: one tuple for both (a chain's usual case)
+        else:
+            inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
         role = _output_role(op_type, domain, inputs, subgraphs)
         outputs: list[TensorInfo | None] = []
         for name in node.output:
@@ -323,6 +329,7 @@ def build_graph_ir(
             tensors[name] = info
             outputs.append(info)
         name = node.name
+        before = tuple(outputs)
         op = OpView(
             id=f"{index}:{name or op_type}",
             index=index,
@@ -331,7 +338,7 @@ def build_graph_ir(
             domain=domain,
             opset=opset,
             inputs=inputs,
-            outputs=tuple(outputs),
+            outputs=before,
             attrs=attrs,
             subgraphs=subgraphs,
         )

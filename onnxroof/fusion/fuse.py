@@ -213,6 +213,8 @@ def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
 
 
 def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, ...]:
+    if not state.misses:
+        return ()
     g = state.g
     kernel_of = {n: k for k in kernels for n in k.node_ids}
     kept: list[Miss] = []

@@ -8,7 +8,7 @@ elementwise); :class:`Unit` is one kernel under construction; and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from onnxroof.core.ir import ModelIR, OpView
@@ -46,14 +46,11 @@ class FusionGraph:
         self.ops: dict[str, OpView] = {op.id: op for op in ir.ops}
         self.position: dict[str, int] = {op.id: i for i, op in enumerate(ir.ops)}
         self.types: dict[str, dict[str, _OpType]] = {}  # domain -> op_type -> facts
-        for op in ir.ops:
-            by_type = self.types.get(op.domain)
-            if by_type is None:
-                by_type = self.types[op.domain] = {}
-            if op.op_type not in by_type:
-                entry = REGISTRY.lookup(op.domain, op.op_type)
-                elementwise = entry is not None and (entry.family == "elementwise" or op.op_type in _ELEMENTWISE_OPS)
-                by_type[op.op_type] = _OpType(entry, entry.kind if entry is not None else "", elementwise)
+        for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}:
+            entry = REGISTRY.lookup(domain, op_type)
+            elementwise = entry is not None and (entry.family == "elementwise" or op_type in _ELEMENTWISE_OPS)
+            facts = _OpType(entry, entry.kind if entry is not None else "", elementwise)
+            self.types.setdefault(domain, {})[op_type] = facts
         self.index = ir.index
         self.producer: Mapping[str, str] = self.index.producer
         self.consumers: Mapping[str, tuple[str, ...]] = self.index.consumers
@@ -192,3 +189,29 @@ class PassState:
         other.alive = False
         for node in other.nodes:
             self.unit_of[node] = unit
+
+    def merge_all(self, unit: Unit, others: Sequence[Unit], pattern: str, produces: str) -> None:
+        """``merge(unit, other, pattern, False, produces, other.out)`` for each of ``others`` in turn, in one pass:
+        the same nodes, folded members, patterns (in order of first appearance), op type and output. (The
+        pointwise kernel of a chain merges every unit into one: the 200 k-node chain's pointwise pass 0.56-0.63 →
+        0.44-0.55 s CPU against one :meth:`merge` a unit.)"""
+        if not others:
+            return
+        nodes, unit_of = unit.nodes, self.unit_of
+        folded = list(unit.folded)
+        patterns = dict.fromkeys(unit.patterns)
+        for other in others:
+            nodes.extend(other.nodes)
+            if other.folded:
+                folded.extend(other.folded)
+            if other.patterns:
+                patterns.update(dict.fromkeys(other.patterns))
+            patterns[pattern] = None
+            other.alive = False
+            for node in other.nodes:
+                unit_of[node] = unit
+        unit.folded = tuple(folded)
+        unit.patterns = tuple(patterns)
+        unit.op_type = produces
+        unit.out = others[-1].out
+        unit.function = False

@@ -38,7 +38,7 @@ def kernel_op_class(
         if produced is not None:
             return refine_conv(produced, attrs, channels)
     if POINTWISE.name in patterns:
-        activation = any(OpClass.ACTIVATION in registry.type_classes(t) for t in op_types)
+        activation = any(OpClass.ACTIVATION in registry.type_classes(t) for t in set(op_types))  # each type once
         return OpClass.ACTIVATION if activation else OpClass.ELEMENTWISE
     if not op_types:
         return OpClass.OTHER

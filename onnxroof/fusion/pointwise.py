@@ -4,7 +4,9 @@ Views are transparent here (a tensor read through a view is the same buffer); on
 count join, and never so that the fused kernel would both feed and wait for another kernel (no cycle).
 
 The pass works on *blocks*: the units (kernels under construction) and every node that is no kernel member
-(views, metadata, uncosted nodes), numbered in node order, with their data edges in two adjacency arrays.
+(views, metadata, uncosted nodes), numbered in node order, with their data edges in two adjacency arrays. A
+single-node pointwise unit whose one producer is a single-node pointwise unit of its element count, read by it
+alone, extends that unit's block as a *run* instead (:meth:`_Blocks._run_of`): it would join that group anyway.
 Blocks are visited in topological order; a block's ``dep`` is the bitset of the groups it transitively
 depends on. A unit joins a producer's group G only if no other producer (views resolved) depends on G:
 otherwise the fused kernel would both feed and wait for it. Each producer group's eligibility is read from
@@ -46,9 +48,14 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     grouping = _Grouping(state, blocks)
     if not blocks.visit_last_ready_first(grouping.visit):  # not a DAG (cannot happen for convex kernels)
         return  # no fusion
+    position = state.g.position
     for members in grouping.grouped.values():
-        if len(members) >= 2:  # blocks are numbered in the order of their first node: sorted, the head is first
-            _merge([blocks.unit(b) for b in sorted(members)], pattern, state)
+        units = [unit for b in sorted(members) for unit in blocks.units(b)]
+        if len(units) < 2:
+            continue
+        if len(members) > 1 and blocks.runs:  # in the order of their first node, as if every run were apart
+            units.sort(key=lambda unit: min(position[n] for n in unit.nodes))
+        _merge(units, pattern, state)  # the head (first) unit's first node anchors the kernel
 
 
 def _zeros(count: int) -> array:
@@ -62,9 +69,14 @@ def _size_number(unit: Unit, op: OpView, state: PassState, size_number: dict[int
     if unit.folded or unit.out is None:
         return -1
     g = state.g
-    if not (g.types[op.domain][op.op_type].elementwise if len(unit.nodes) == 1 else g.all_elementwise(unit.nodes)):
+    if len(unit.nodes) == 1:  # a unit of one node: its output is the op's first (no lookup among every tensor)
+        if not g.types[op.domain][op.op_type].elementwise:
+            return -1
+        t = op.outputs[0]
+    elif g.all_elementwise(unit.nodes):
+        t = g.ir.tensors.get(unit.out)
+    else:
         return -1
-    t = g.ir.tensors.get(unit.out)
     shape = t.shape if t is not None else None
     if shape is None or None in shape:
         return -1
@@ -92,6 +104,7 @@ class _Blocks:
         self.view = bytearray(n)
         self.preds = array("q")
         self.pred_start, self.pred_end = _zeros(n), _zeros(n)
+        self.runs: dict[int, list[Unit]] = {}  # block -> the units extending its run, in node order
         number_at = array("q", [-1]) * n  # node position -> block number
         seen = array("q", [-1]) * n  # the block whose producers are being gathered, per block (dedup)
         later = self._number(state, number_at, seen)
@@ -126,8 +139,15 @@ class _Blocks:
                 items.append(op.id)
                 views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
             else:
-                items.append(unit)
                 sizes[b] = _size_number(unit, op, state, size_number)
+                run = self._run_of(unit, i, sizes[b], number_at, state)
+                if run >= 0:  # b extends the run of its one producer: no block of its own
+                    sizes[b] = -1
+                    number_at[i] = run
+                    self.runs.setdefault(run, []).append(unit)
+                    b -= 1
+                    continue
+                items.append(unit)
                 if len(unit.nodes) != 1:
                     for node in unit.nodes:
                         number_at[position[node]] = b
@@ -153,6 +173,56 @@ class _Blocks:
             del preds[first:]
             later.append(b)
         return later
+
+    def _run_of(self, unit: Unit, i: int, size: int, number_at: array, state: PassState) -> int:
+        """The block whose run ``unit`` (the single-node unit of the ``i``-th op, of pointwise ``size``) extends,
+        else -1.
+
+        A unit extends a run when its one producer node ``p`` is in a block of single-node units (a unit alone, or
+        a run), pointwise of the same element count, and every output of ``p`` is read by this op alone. The
+        grouping would put the op in ``p``'s group in any case (a block with one producer of its size joins it),
+        and visit it right after ``p`` (its only successor, made ready last): taking it into ``p``'s block
+        changes no decision. A chain of a million Relus is then one block, not a million visited one by one
+        (the 200 k-node chain's pointwise pass: 1.16 → 0.54 s CPU). An op whose one input is the one output of the
+        op before it (a chain's usual case) finds ``p`` without looking it up (the 200 k-node chain's fusion stage:
+        1.79 → 1.62 s)."""
+        ops = state.g.ir.ops
+        op = ops[i]
+        if size < 0 or op.subgraphs:
+            return -1
+        inputs, before = op.inputs, ops[i - 1].outputs if i else ()
+        follows = len(inputs) == 1 and len(before) == 1 and inputs[0] is not None and inputs[0] is before[0]
+        at = i - 1 if follows else self._producer_at(op, state)
+        if at < 0:
+            return -1
+        bp = number_at[at]
+        if bp < 0 or self.size[bp] != size:  # not numbered yet (a multi-node unit's member), or another size
+            return -1
+        item = self.items[bp]
+        if not isinstance(item, Unit) or len(item.nodes) != 1:
+            return -1
+        consumers, reader = state.g.consumers, (op.id,)
+        for t in ops[at].outputs:
+            if t is None or consumers.get(t.name) != reader:
+                return -1
+        return bp
+
+    @staticmethod
+    def _producer_at(op: OpView, state: PassState) -> int:
+        """The position of the one node producing ``op``'s inputs, else -1 (none, or several)."""
+        producer, p = state.g.producer, None
+        for t in op.inputs:
+            q = producer.get(t.name) if t is not None else None
+            if q is None or q == p:
+                continue
+            if p is not None:
+                return -1
+            p = q
+        return -1 if p is None else state.g.position[p]
+
+    def units(self, b: int) -> list[Unit]:
+        """The units of pointwise block ``b`` in node order: its unit, then those extending its run."""
+        return [self.unit(b), *self.runs.get(b, ())]
 
     def _link_successors(self, count: int) -> None:
         """Each block's successors ``succs[succ_start[b]:succ_start[b + 1]]`` in block order, and its
@@ -200,9 +270,9 @@ class _Blocks:
         return item
 
     def mergeable(self) -> bool:
-        """Whether two pointwise units have one element count (else nothing can merge)."""
+        """Whether two pointwise units have one element count (else nothing can merge): a run holds two."""
         sizes = [s for s in self.size if s >= 0]
-        return len(set(sizes)) < len(sizes)
+        return bool(self.runs) or len(set(sizes)) < len(sizes)
 
     def visit_last_ready_first(self, visit: Callable[[int], None]) -> bool:
         """Visit the blocks in a topological order that takes the block made ready last first (a stack);
@@ -385,7 +455,7 @@ class _Grouping:
 
     def _absorb_private_siblings(self, b: int, candidates: list[int]) -> None:
         """Sibling groups that feed only ``b`` (and do not depend on its group) join it."""
-        group, unit = self.group, self.blocks.unit
+        group = self.group
         mine = group[b]
         bit = 1 << self.bit[mine]
         refused: set[int] = set()
@@ -393,7 +463,9 @@ class _Grouping:
             other = group[p]
             if other == mine or other in refused or self.dep[p] & bit:
                 continue
-            if not _private([unit(u) for u in self.grouped[other]], unit(b), self.state):
+            if not _private(
+                [u for v in self.grouped[other] for u in self.blocks.units(v)], self.blocks.units(b), self.state
+            ):
                 refused.add(other)
                 continue
             for u in self.grouped.pop(other):
@@ -406,15 +478,15 @@ def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> No
     """Merge a group's units, sorted by their first node, into the first, whose first node anchors the kernel."""
     head = units[0]
     anchor = min(head.nodes, key=state.g.position.__getitem__)
-    for other in units[1:]:
-        state.merge(head, other, pattern.name, False, "Pointwise", other.out)
+    state.merge_all(head, units[1:], pattern.name, "Pointwise")
     head.anchor = anchor
     head.patterns = (*(name for name in head.patterns if name != pattern.name), pattern.name)
 
 
-def _private(units: list[Unit], consumer: Unit, state: PassState) -> bool:
-    """Whether every output of ``units`` is used only inside them or by ``consumer`` (and is no graph output)."""
-    inside = {id(u) for u in units} | {id(consumer)}
+def _private(units: list[Unit], consumer: list[Unit], state: PassState) -> bool:
+    """Whether every output of ``units`` is used only inside them or by ``consumer``'s units (and is no graph
+    output)."""
+    inside = {id(u) for u in (*units, *consumer)}
     for unit in units:
         for node in unit.nodes:
             for t in state.g.ops[node].outputs:

@@ -1,0 +1,29 @@
+"""What ``build_ir`` shares between nodes: it must change no value, only how many objects hold them."""
+
+from __future__ import annotations
+
+import pytest
+from test_fusion import analysed, model
+
+
+def test_a_node_reading_the_one_output_before_it_shares_that_tuple() -> None:
+    """Relu → Neg → Add(b, x): Neg's inputs are Relu's outputs (one tuple); Add reads two tensors, its own."""
+    text = model("a = Relu(x)\nb = Neg(a)\ny = Add(b, x)", "float[2,3] x", "float[2,3] y")
+    ir, _ = analysed(text)
+    relu, neg, add = ir.ops
+    assert neg.inputs is relu.outputs
+    assert add.inputs is not neg.outputs
+    for op in ir.ops:  # every input is the tensor of its name, as a lookup by name would give
+        assert all(t is ir.tensors[t.name] for t in op.inputs if t is not None)
+    assert [t.name for t in add.inputs if t is not None] == ["b", "x"]
+
+
+def test_nodes_without_attributes_share_their_schema_defaults() -> None:
+    """Two LeakyRelu nodes without attributes: one read-only view of the schema's default, alpha = 0.01."""
+    text = model("a = LeakyRelu(x)\ny = LeakyRelu(a)", "float[2,3] x", "float[2,3] y")
+    ir, _ = analysed(text)
+    first, second = ir.ops
+    assert first.attrs is second.attrs
+    assert first.attrs["alpha"] == pytest.approx(0.01)
+    with pytest.raises(TypeError):
+        first.attrs["alpha"] = 1.0  # type: ignore[index]
