@@ -694,6 +694,35 @@ def test_a_command_run_imports_only_its_module() -> None:
     assert json.loads(done.stdout) == json.loads(invoke("platforms", "--format", "json").stdout)
 
 
+@pytest.mark.parametrize(
+    ("args", "given", "seen"),
+    [
+        (["platforms", "--format", "json"], None, "1"),  # an analysis command: one BLAS thread
+        (["platforms", "--format", "json"], "3", "3"),  # the user's setting stands
+        (["calibrate", "--help"], None, "None"),  # a measuring command: BLAS as it is
+    ],
+)
+def test_blas_threads_for_analysis_commands(args: list[str], given: str | None, seen: str) -> None:
+    """``main`` sets OPENBLAS_NUM_THREADS=1 before numpy is imported, unless the environment sets it or the
+    command measures; numpy is not imported by ``import onnxroof.cli`` (else the setting would come too late)."""
+    code = (
+        "import os, sys\n"
+        "from onnxroof.cli import main\n"
+        "assert 'numpy' not in sys.modules\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == seen
+
+
 def test_no_arguments_shows_help() -> None:
     result = invoke()
     assert "report" in result.output

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Sequence
-
-from onnxroof.cli.common import app
 
 __all__ = ["COMMAND_MODULES", "load_commands", "main", "modules_for"]
 
@@ -38,6 +37,9 @@ COMMAND_MODULES: dict[str, str] = {
     "llm": "llm",
 }
 
+#: The command modules that run workloads of their own (onnxruntime, PyTorch): their BLAS is left as it is.
+MEASURING = frozenset({"measure"})
+
 
 def modules_for(args: Sequence[str]) -> tuple[str, ...]:
     """The command modules a run with arguments ``args`` needs: the named command's when the first argument
@@ -57,16 +59,29 @@ def load_commands(modules: Sequence[str]) -> None:
 
 def main(args: Sequence[str] | None = None) -> None:
     """Run the command line on ``args`` (default: the process's arguments), the process's way: the command's
-    module alone is imported (:func:`modules_for`), and the run goes without the cycle collector.
+    module alone is imported (:func:`modules_for`), numpy's BLAS keeps to one thread, and the run goes without the
+    cycle collector.
+
+    BLAS: numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin a while; onnxroof's
+    numpy work is elementwise over columns, no BLAS call is large enough to share out. ``OPENBLAS_NUM_THREADS=1``
+    (set only when the environment does not say otherwise, and never for :data:`MEASURING` commands) saves
+    ~0.1 s of CPU a run and 25-45 ms of wall time on this 2-core machine (``llm`` on the 7B decoder: CPU 1.10 ->
+    0.99 s, wall 1.02 -> 0.99 s, 4 runs each, twice). It must be set before numpy is imported, so this module
+    imports the app (and with it onnx and numpy) only here.
 
     The collector: an analysis leaves ~300 objects of cyclic garbage whatever the model's size (310 on each
     7B-shaped decode binding, 334 on the 200k-node chain: ``gc.collect()``'s count after each), so a command's
     memory does not grow with the model for want of it, while its full passes over a large graph's live IR cost
     7-12 % (the 200k chain's ``analyze()`` 8.9 -> 7.8 s; ``llm`` on the 7B decoder -7 % CPU, farm-bench paired).
     ``gc.freeze()`` at the end moves what is left out of the collection that interpreter shutdown still runs
-    (teardown of the 7B report 52 -> 19 ms). The library itself never touches the collector."""
+    (teardown of the 7B report 52 -> 19 ms). The library itself never touches the collector or the environment."""
     chosen = list(sys.argv[1:] if args is None else args)
-    load_commands(modules_for(chosen))
+    modules = modules_for(chosen)
+    if MEASURING.isdisjoint(modules):
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    load_commands(modules)
+    from onnxroof.cli.common import app
+
     gc.disable()
     try:
         app(args=chosen, prog_name="onnxroof")
