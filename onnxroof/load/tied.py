@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -78,10 +79,11 @@ def _signature(tensor: TensorProto, rows: int, positions: list[tuple[int, int]],
     (an absent or sparse weight file: inconclusive)."""
     size = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
     transposed = tensor.dims[0] != rows
+    read = reader.elements(tensor)
     parts = []
     for n, (i, j) in enumerate(positions):
         flat = j * rows + i if transposed else i * tensor.dims[1] + j
-        value = reader.element(tensor, flat * size, size)
+        value = read(flat * size, size)
         if value is None:
             return None
         parts.append(value)
@@ -112,20 +114,29 @@ class _Reader:
             if handle is not None:
                 handle.close()
 
-    def element(self, tensor: TensorProto, offset: int, size: int) -> bytes | None:
+    def elements(self, tensor: TensorProto) -> Callable[[int, int], bytes | None]:
+        """A reader of ``tensor``'s elements, ``read(offset, size)`` → the bytes or None: from its inline
+        ``raw_data``, or from its external-data file, located once per tensor (a candidate is read 8 times on a
+        sparse weight file, 64 on a trained one)."""
         if tensor.data_location != TensorProto.EXTERNAL:
             data = tensor.raw_data
-            return bytes(data[offset : offset + size]) if offset + size <= len(data) else None
+
+            def inline(offset: int, size: int) -> bytes | None:
+                return bytes(data[offset : offset + size]) if offset + size <= len(data) else None
+
+            return inline
         entries = {e.key: e.value for e in tensor.external_data}
         start, length = int(entries.get("offset", 0) or 0), entries.get("length")
-        if self.base is None or "location" not in entries or (length and offset + size > int(length)):
-            return None
-        handle = self._open(self.base, entries["location"])
-        if handle is None:
-            return None
-        handle.seek(start + offset)
-        chunk = handle.read(size)
-        return chunk if len(chunk) == size else None
+        handle = self._open(self.base, entries["location"]) if self.base is not None and "location" in entries else None
+
+        def external(offset: int, size: int) -> bytes | None:
+            if handle is None or (length and offset + size > int(length)):
+                return None
+            handle.seek(start + offset)
+            chunk = handle.read(size)
+            return chunk if len(chunk) == size else None
+
+        return external
 
     def _open(self, base: Path, location: str) -> BinaryIO | None:
         if location not in self.files:
