@@ -307,7 +307,8 @@ def check_model(
     if scan.out_of_range:
         raise ModelError(f"{where}: {scan.out_of_range[0]}")
     checked = _without_external_initializers(model, scan)
-    unknown = list(scan.unregistered) if checked is model else unregistered_nodes(checked)
+    # the copy holds the model's nodes: found again in it (its own messages) only when there are some to find
+    unknown = list(scan.unregistered) if checked is model or not scan.unregistered else unregistered_nodes(checked)
     with masked(checked, unknown):
         try:
             onnx.checker.check_model(checked)
