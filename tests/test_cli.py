@@ -697,23 +697,25 @@ def test_a_command_run_imports_only_its_module() -> None:
 @pytest.mark.parametrize(
     ("args", "given", "seen"),
     [
-        (["platforms", "--format", "json"], None, "1"),  # an analysis command: one BLAS thread
-        (["platforms", "--format", "json"], "3", "3"),  # the user's setting stands
-        (["calibrate", "--help"], None, "None"),  # a measuring command: BLAS as it is
+        (["platforms", "--format", "json"], None, "1 False"),  # an analysis command: one BLAS thread, no collector
+        (["platforms", "--format", "json"], "3", "3 False"),  # the user's setting stands
+        (["calibrate", "--help"], None, "None True"),  # a measuring command: BLAS and the collector as they are
+        (["audit", "--help"], None, "1 True"),  # audit's process hosts Dask's scheduler: the collector stays on
     ],
 )
-def test_blas_threads_for_analysis_commands(args: list[str], given: str | None, seen: str) -> None:
+def test_blas_threads_and_collector_for_analysis_commands(args: list[str], given: str | None, seen: str) -> None:
     """``main`` sets OPENBLAS_NUM_THREADS=1 before numpy is imported, unless the environment sets it or the
-    command measures; numpy is not imported by ``import onnxroof.cli`` (else the setting would come too late)."""
+    command measures; numpy is not imported by ``import onnxroof.cli`` (else the setting would come too late).
+    The cycle collector is off during the command except for measuring commands and audit."""
     code = (
-        "import os, sys\n"
+        "import gc, os, sys\n"
         "from onnxroof.cli import main\n"
         "assert 'numpy' not in sys.modules\n"
         "try:\n"
         f"    main({args!r})\n"
         "except SystemExit as exc:\n"
         "    assert exc.code in (0, None), exc.code\n"
-        "print(os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'), gc.isenabled(), file=sys.stderr)\n"
     )
     env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
     if given is not None:

@@ -40,6 +40,10 @@ COMMAND_MODULES: dict[str, str] = {
 #: The command modules that run workloads of their own (onnxruntime, PyTorch): their BLAS is left as it is.
 MEASURING = frozenset({"measure"})
 
+#: The command modules that keep the cycle collector: those that measure, and ``audit``, whose process hosts
+#: Dask's scheduler and event loop for the whole run (their garbage is theirs, not an analysis's).
+COLLECTING = frozenset({"measure", "audit"})
+
 
 def modules_for(args: Sequence[str]) -> tuple[str, ...]:
     """The command modules a run with arguments ``args`` needs: the named command's when the first argument
@@ -65,14 +69,16 @@ def main(args: Sequence[str] | None = None) -> None:
     BLAS: numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin a while; onnxroof's
     numpy work is elementwise over columns, no BLAS call is large enough to share out. ``OPENBLAS_NUM_THREADS=1``
     (set only when the environment does not say otherwise, and never for :data:`MEASURING` commands) saves
-    ~0.1 s of CPU a run and 25-45 ms of wall time on this 2-core machine (``llm`` on the 7B decoder: CPU 1.10 ->
-    0.99 s, wall 1.02 -> 0.99 s, 4 runs each, twice). It must be set before numpy is imported, so this module
-    imports the app (and with it onnx and numpy) only here.
+    ~0.1 s of CPU a run and 25-45 ms of wall time on this 2-core machine (``llm`` on the 7B decoder, 4 runs each,
+    twice: CPU 1.13/1.10 -> 1.00/0.97 s, wall 1.05/0.99 -> 1.00/0.97 s). It must be set before numpy is
+    imported, so this module imports the app (and with it onnx and numpy) only here.
 
-    The collector: an analysis leaves ~300 objects of cyclic garbage whatever the model's size (310 on each
-    7B-shaped decode binding, 334 on the 200k-node chain: ``gc.collect()``'s count after each), so a command's
-    memory does not grow with the model for want of it, while its full passes over a large graph's live IR cost
-    7-12 % (the 200k chain's ``analyze()`` 8.9 -> 7.8 s; ``llm`` on the 7B decoder -7 % CPU, farm-bench paired).
+    The collector (off for every command but :data:`COLLECTING`): an analysis leaves ~300 objects of cyclic
+    garbage whatever the model's size (310 on a 7B-shaped decode binding, 334 on the 200k-node chain:
+    ``gc.collect()``'s count after it; still 310 after 40 bindings in a row, peak RSS 62 -> 63 MB from the 5th to
+    the 40th), so a command's memory does not grow for want of it, while its full passes over a large graph's live
+    IR cost 7-12 % (the 200k chain's ``analyze()`` 8.9 -> 7.8 s; ``llm`` on the 7B decoder -7 % CPU, farm-bench
+    paired).
     ``gc.freeze()`` at the end moves what is left out of the collection that interpreter shutdown still runs
     (teardown of the 7B report 52 -> 19 ms). The library itself never touches the collector or the environment."""
     chosen = list(sys.argv[1:] if args is None else args)
@@ -82,7 +88,8 @@ def main(args: Sequence[str] | None = None) -> None:
     load_commands(modules)
     from onnxroof.cli.common import app
 
-    gc.disable()
+    if COLLECTING.isdisjoint(modules):
+        gc.disable()
     try:
         app(args=chosen, prog_name="onnxroof")
     finally:
