@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -30,12 +30,11 @@ from onnxroof.analysis.stages import (
 )
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import WhatIf, whatif_warnings
-from onnxroof.core.descriptor import KernelDescriptor, accumulation_dtype, conv_geometry
 from onnxroof.core.gemm import array_gemm
 from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.kernel import Miss
-from onnxroof.core.states import NodeState, OpClass
+from onnxroof.core.states import NodeState
 from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
@@ -113,15 +112,20 @@ class Analysis:
         the kernels, a tie going to the greater name; with no kernel, the precision override, else the platform's
         first precision."""
         time: dict[str, float] = {}
-        for kernel in self.kernels:
-            time[kernel.precision] = time.get(kernel.precision, 0.0) + kernel.latency_s
+        kernels = self.kernels
+        for precision, latency in zip(kernels.precision.tolist(), kernels.figures.latency_s.tolist(), strict=True):
+            time[precision] = time.get(precision, 0.0) + latency
         if time:
             return max(time, key=lambda p: (time[p], p))
         return self.precision_override or self.platform.precisions()[0]
 
     def top_kernels(self, count: int) -> tuple[KernelResult, ...]:
-        ranked = sorted(self.kernels, key=lambda k: (-k.latency_s, k.id))
-        return tuple(ranked[:count])
+        """The ``count`` kernels with the most predicted time, the slowest first (ties by id), ranked on the
+        columns: a view is made for the kernels returned only."""
+        kernels = self.kernels
+        latency, ids = kernels.figures.latency_s.tolist(), kernels.id
+        ranked = sorted(range(len(ids)), key=lambda row: (-latency[row], ids[row]))
+        return tuple(kernels[row] for row in ranked[:count])
 
     def to_dataframe(self, level: str = "nodes") -> pd.DataFrame:
         """Results as a pandas DataFrame in SI units: ``level="nodes"`` one row per node, ``"kernels"`` one row
@@ -281,31 +285,11 @@ def _place_nodes(
         launches=floats([c.launches for c in node_costs]),
         utilization=_node_utilization(ops, target),
         cold_bytes=np.zeros(len(ops)),
-        descriptors=_node_descriptors(ops, costed.op_classes),
+        descriptors=costed.descriptors,
         runtime_class=classes,
     )
     figures = place_rows(work, target, model, runtime)
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
-
-
-def _node_descriptors(ops: Sequence[OpView], op_classes: Sequence[OpClass]) -> tuple[KernelDescriptor, ...]:
-    """Each node on its own as a kernel: its class, GEMM view, convolution geometry and dtypes. The nodes without a
-    GEMM view (most of them) share one descriptor per (class, dtype): equal values, built once, not once a node."""
-    shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
-    descriptors: list[KernelDescriptor] = []
-    for op, op_class in zip(ops, op_classes, strict=True):
-        gemm, dtype = array_gemm(op), op.dtype
-        if gemm is not None:
-            conv = conv_geometry(op)
-            descriptors.append(
-                KernelDescriptor(str(op_class), gemm, dtype, conv=conv, accumulation=accumulation_dtype(dtype))
-            )
-            continue
-        key = (op_class, dtype)
-        if key not in shared:
-            shared[key] = KernelDescriptor(str(op_class), None, dtype, accumulation=accumulation_dtype(dtype))
-        descriptors.append(shared[key])
-    return tuple(descriptors)
 
 
 def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> Floats:

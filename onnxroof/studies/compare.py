@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -179,6 +180,7 @@ def compare_row(analysis: Analysis) -> CompareRow:
     kernels = analysis.kernels
     top = top_kernels(analysis, 1)
     latency = t.latency_s
+    bounds = Counter(kernels.figures.bound.tolist())  # read off the column, not a view per kernel
     return CompareRow(
         platform=analysis.platform.name,
         title=analysis.platform.title,
@@ -193,8 +195,8 @@ def compare_row(analysis: Analysis) -> CompareRow:
         energy_memory_share=t.energy_memory_share,
         memory_bound_share=t.memory_bound_share,
         kernels=len(kernels),
-        compute_kernels=sum(1 for k in kernels if k.bound == Bound.COMPUTE),
-        memory_kernels=sum(1 for k in kernels if k.bound == Bound.MEMORY),
+        compute_kernels=bounds[Bound.COMPUTE],
+        memory_kernels=bounds[Bound.MEMORY],
         top_kernel=top[0] if top else None,
         array_utilization=t.array_utilization,
     )
