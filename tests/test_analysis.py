@@ -252,8 +252,10 @@ def test_main_precision_is_where_the_most_time_computes_a_tie_going_to_the_great
     analysis = onnxroof.analyze(ROOT / "samples" / "tiny_cnn.onnx", "xavier", {"batch": 1})
 
     def timed(*pairs: tuple[str, float]) -> onnxroof.Analysis:
-        """The analysis with kernels of these precisions and times (what main_precision reads of a kernel)."""
-        kernels = tuple(SimpleNamespace(precision=p, latency_s=t) for p, t in pairs)
+        """The analysis with kernels of these precisions and times (the columns main_precision reads)."""
+        precision = np.array([p for p, _ in pairs], dtype=object)
+        latency = np.array([t for _, t in pairs], dtype=float)
+        kernels = SimpleNamespace(precision=precision, figures=SimpleNamespace(latency_s=latency))
         return replace(analysis, kernels=kernels)  # type: ignore[arg-type]
 
     assert timed(("fp16", 1.0), ("fp32", 2.0)).main_precision == "fp32"
@@ -300,3 +302,13 @@ def test_nodes_of_one_signature_are_costed_once_and_share_their_node_cost(monkey
     assert relus[0] is relus[1] is relus[2]
     assert relus[0].cost.flops == 16 and relus[0].cost.bytes_read == 64 and relus[0].cost.bytes_written == 64
     assert costed.node_costs[3].cost.bytes_written == 128  # the Concat: costed on its own
+
+
+def test_top_kernels_rank_the_columns_as_the_views_would() -> None:
+    """Analysis.top_kernels ranks the latency and id columns: the same kernels, in the same order, as sorting every
+    kernel's view by (-latency, id)."""
+    analysis = onnxroof.analyze(ROOT / "samples" / "tiny_transformer.onnx", "a100", {"batch": 2, "seq": 16})
+    by_views = sorted(analysis.kernels, key=lambda k: (-k.latency_s, k.id))
+    for count in (1, 5, len(by_views), len(by_views) + 3):
+        assert list(analysis.top_kernels(count)) == by_views[:count]
+    assert len({k.latency_s for k in by_views}) < len(by_views)  # ties present: the id decides between them
