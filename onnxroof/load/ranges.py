@@ -21,6 +21,7 @@ from onnx import helper, numpy_helper
 from onnxroof.core.protos import has_bodies, normalize_domain
 from onnxroof.load.evaluate import NUMPY_OPS
 from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT
+from onnxroof.load.shapes import constant_value, shape_value
 
 
 def seed_range_lengths(model: onnx.ModelProto) -> int:
@@ -144,16 +145,13 @@ def _outputs_without_inputs(
     value: np.ndarray | None = None
     if not normalize_domain(node.domain):
         if node.op_type == "Constant":
-            value = _constant(node)
+            try:
+                value = constant_value(node)
+            except Exception:  # dims that contradict the data, an unknown dtype: not known here, never raised
+                value = None
         elif node.op_type in ("Shape", "Size") and node.input:
             dims = static.get(node.input[0])
-            if dims is not None:
-                attrs = {a.name: a.i for a in node.attribute}
-                value = (
-                    np.array(math.prod(dims), dtype=np.int64)
-                    if node.op_type == "Size"
-                    else np.array(dims[attrs.get("start", 0) : attrs.get("end", len(dims))], dtype=np.int64)
-                )
+            value = shape_value(node, dims) if dims is not None else None
     return {name: value if i == 0 else None for i, name in enumerate(node.output) if name}
 
 
@@ -195,15 +193,3 @@ def _small_array(tensor: onnx.TensorProto) -> np.ndarray | None:
 
 def _initializer_value(tensor: onnx.TensorProto | None) -> np.ndarray | None:
     return None if tensor is None else _small_array(tensor)
-
-
-def _constant(node: onnx.NodeProto) -> np.ndarray | None:
-    """A ``Constant`` node's value when small (``value``, ``value_int(s)``, ``value_float(s)``); None otherwise."""
-    for attr in node.attribute:
-        if attr.name == "value":
-            return _small_array(attr.t)
-        if attr.name in ("value_int", "value_ints"):
-            return np.array(attr.i if attr.name == "value_int" else list(attr.ints), dtype=np.int64)
-        if attr.name in ("value_float", "value_floats"):
-            return np.array(attr.f if attr.name == "value_float" else list(attr.floats), dtype=np.float32)
-    return None

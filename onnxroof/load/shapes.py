@@ -171,21 +171,22 @@ def _shape_values(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -
         source = types.get(node.input[0])
         if not is_static(source):
             continue
-        dims = [d.dim_value for d in source.tensor_type.shape.dim]
-        if node.op_type == "Size":
-            values[node.output[0]] = np.array(math.prod(dims), dtype=np.int64)
-            continue
-        attrs = {a.name: a.i for a in node.attribute}
-        values[node.output[0]] = np.array(
-            dims[attrs.get("start", 0) : attrs.get("end", len(dims))]
-            if "end" in attrs
-            else dims[attrs.get("start", 0) :],
-            dtype=np.int64,
-        )
+        values[node.output[0]] = shape_value(node, [d.dim_value for d in source.tensor_type.shape.dim])
     return values
 
 
-def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+def shape_value(node: onnx.NodeProto, dims: Sequence[int]) -> np.ndarray:
+    """The value of a default-domain ``Shape`` or ``Size`` node whose input has the static ``dims``: ``Size`` their
+    product, ``Shape`` ``dims[start:end]`` (its attributes; a negative one counts from the rank, as Python's slice
+    does)."""
+    if node.op_type == "Size":
+        return np.array(math.prod(dims), dtype=np.int64)
+    attrs = {a.name: a.i for a in node.attribute}
+    start = attrs.get("start", 0)
+    return np.array(dims[start : attrs["end"]] if "end" in attrs else dims[start:], dtype=np.int64)
+
+
+def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     """The value of a small ``Constant`` node, read from its attribute (no evaluator needed)."""
     for attr in node.attribute:
         if attr.name == "value":
@@ -238,7 +239,7 @@ def fold_small_constants(
         node = nodes[index]
         if node.op_type == "Constant" and not normalize_domain(node.domain):
             try:
-                array = _constant_value(node)
+                array = constant_value(node)
             except Exception:  # a value the evaluator cannot read: left to shape inference
                 array = None
             if array is not None:  # folded with, left a node: inference reads a Constant's value itself
@@ -354,7 +355,7 @@ def _track_values(
     if node.op_type in ("Shape", "Size"):
         known.update(_shape_values_of(node, types))
     elif node.op_type == "Constant":
-        array = _constant_value(node)
+        array = constant_value(node)
         if array is not None:
             known[outputs[0]] = array
     elif (
@@ -471,6 +472,8 @@ _INT_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL, 
 
 
 def _shape_values_of(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto]) -> dict[str, np.ndarray]:
-    graph = helper.make_graph([node], "one", [], [])
-    model = helper.make_model(graph)
-    return _shape_values(model, types)
+    """A ``Shape``/``Size`` node's value when its input's type is static (:func:`shape_value`); none otherwise."""
+    source = types.get(node.input[0]) if node.input and not normalize_domain(node.domain) else None
+    if not is_static(source):
+        return {}
+    return {node.output[0]: shape_value(node, [d.dim_value for d in source.tensor_type.shape.dim])}
