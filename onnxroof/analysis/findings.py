@@ -39,6 +39,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from onnxroof.analysis.catalog import (
     ALIGNMENT,
     DEFAULT_ALIGNMENT,
@@ -90,10 +92,26 @@ class _Context:
         self.analysis = analysis
         self.platform = analysis.platform
         self.total = analysis.totals.latency_s
-        self.nodes: dict[str, NodeResult] = {n.id: n for n in analysis.nodes}
+        ops = analysis.nodes.ops
+        self.row: dict[str, int] = {op.id: row for row, op in enumerate(ops)}
+        """Node id -> its row in ``analysis.nodes`` (its position in topological order)."""
+        self._rows_of: dict[str, list[int]] = {}
+        for row, op in enumerate(ops):
+            self._rows_of.setdefault(op.op_type, []).append(row)
         self.kernel_of: Mapping[str, KernelResult] = analysis.kernel_by_node
         self.index = analysis.index
         self.graph_outputs = frozenset(name for name, _, _ in analysis.model.outputs)
+
+    def node(self, node_id: str) -> NodeResult | None:
+        """The node with id ``node_id`` (None when there is none)."""
+        row = self.row.get(node_id)
+        return None if row is None else self.analysis.nodes[row]
+
+    def nodes_of(self, *op_types: str) -> list[NodeResult]:
+        """The nodes of these op types, in graph order: a rule that looks at a few op types reads their rows only,
+        not a view of every node."""
+        nodes = self.analysis.nodes
+        return [nodes[row] for row in sorted(row for op_type in op_types for row in self._rows_of.get(op_type, ()))]
 
     def neighbours(self, node_id: str) -> list[str]:
         """The nodes feeding ``node_id`` or reading its outputs (the DAG's edges either way), from the index."""
@@ -129,7 +147,7 @@ class _Context:
         return count + (tensor in self.graph_outputs)
 
     def label(self, node_id: str) -> str:
-        node = self.nodes.get(node_id)
+        node = self.node(node_id)
         return f"{node.op_type} '{node.name or node_id}'" if node else node_id
 
 
@@ -143,10 +161,11 @@ def _bn_not_folded(ctx: _Context) -> Iterable[Finding]:
         text = f"{miss.pattern} {miss.reason}".lower()
         if "bn" in miss.pattern.lower() or "batchnorm" in text:
             for nid in miss.node_ids:
-                if ctx.nodes.get(nid) is not None and ctx.nodes[nid].op_type == "BatchNormalization":
+                node = ctx.node(nid)
+                if node is not None and node.op_type == "BatchNormalization":
                     misses.setdefault(nid, miss.reason)
-    for node in ctx.analysis.nodes:
-        if node.op_type != "BatchNormalization" or node.state != NodeState.COSTED:
+    for node in ctx.nodes_of("BatchNormalization"):
+        if node.state != NodeState.COSTED:
             continue
         kernel = ctx.kernel_of.get(node.id)
         if kernel is not None and node.id in kernel.folded_nodes:
@@ -220,8 +239,8 @@ def _channels_not_aligned(ctx: _Context) -> Iterable[Finding]:
         return
     rule = RULES["OR002"]
     model_macs = ctx.analysis.totals.macs
-    for node in ctx.analysis.nodes:
-        if node.op_type not in _MAC_OPS or node.state != NodeState.COSTED or node.macs <= 0:
+    for node in ctx.nodes_of(*_MAC_OPS):
+        if node.state != NodeState.COSTED or node.macs <= 0:
             continue
         dims = _gemm_dims(node, ctx.op(node.id))
         if dims is None:
@@ -271,9 +290,9 @@ def _pad(value: int, align: int) -> int:
 def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
     rule = RULES["OR003"]
     picked: list[tuple[NodeResult, KernelResult]] = []
-    for node in ctx.analysis.nodes:
+    for node in ctx.nodes_of("Conv"):
         kernel = ctx.kernel_of.get(node.id)
-        if node.op_type != "Conv" or node.state != NodeState.COSTED or kernel is None or kernel.node_ids[0] != node.id:
+        if node.state != NodeState.COSTED or kernel is None or kernel.node_ids[0] != node.id:
             continue
         dims = _gemm_dims(node, ctx.op(node.id))
         w = node.input_shapes[1]
@@ -309,10 +328,11 @@ def _layout_chains(ctx: _Context) -> Iterable[Finding]:
     if ctx.analysis.ir is None:
         return
     rule = RULES["OR004"]
+    table = ctx.analysis.nodes
     movers = {
-        n.id
-        for n in ctx.analysis.nodes
-        if n.kind in (RuleKind.LAYOUT, RuleKind.VIEW) and n.state in (NodeState.COSTED, NodeState.ZERO)
+        op.id
+        for op, cost in zip(table.ops, table.node_costs, strict=True)
+        if cost.kind in (RuleKind.LAYOUT, RuleKind.VIEW) and cost.state in (NodeState.COSTED, NodeState.ZERO)
     }
     chains = []
     for chain in _components(ctx, movers):
@@ -326,10 +346,10 @@ def _layout_chains(ctx: _Context) -> Iterable[Finding]:
     if not chains or ctx.share(time) < LAYOUT_CHAIN_SHARE:
         return
     moved = sum(b for _, _, b in chains)
-    order = {n.id: i for i, n in enumerate(ctx.analysis.nodes)}
+    order = ctx.row
     chains.sort(key=lambda c: (-c[1], order[c[0][0]]))
     biggest = chains[0][0]
-    shape = "→".join(ctx.nodes[nid].op_type for nid in biggest)
+    shape = "→".join(table.ops[order[nid]].op_type for nid in biggest)
     node_ids = tuple(sorted((nid for chain, _, _ in chains for nid in chain), key=order.__getitem__))
     yield Finding(
         rule.id,
@@ -381,8 +401,8 @@ def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
         return
     nodes = [
         n
-        for n in ctx.analysis.nodes
-        if n.state == NodeState.COSTED and n.op_type in _MAC_OPS and n.dtype == "float32" and n.precision == "fp32"
+        for n in ctx.nodes_of(*_MAC_OPS)
+        if n.state == NodeState.COSTED and n.dtype == "float32" and n.precision == "fp32"
     ]
     if not nodes:
         return
@@ -414,11 +434,11 @@ def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
 
 def _launch_overhead(ctx: _Context) -> Iterable[Finding]:
     rule = RULES["OR006"]
-    small = [
-        k
-        for k in ctx.analysis.kernels
-        if k.t_overhead_s > 0 and k.t_overhead_s > k.t_compute_s and k.t_overhead_s > k.t_memory_s
-    ]
+    kernels = ctx.analysis.kernels
+    figures = kernels.figures
+    overhead = figures.t_overhead_s
+    launch_bound = (overhead > 0) & (overhead > figures.t_compute_s) & (overhead > figures.t_memory_s)
+    small = [kernels[row] for row in np.flatnonzero(launch_bound).tolist()]
     time = sum(k.latency_s for k in small)
     if not small or ctx.share(time) < LAUNCH_OVERHEAD_SHARE:
         return
