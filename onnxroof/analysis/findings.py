@@ -36,7 +36,7 @@ the model itself (which node feeds a BatchNorm).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -58,8 +58,8 @@ from onnxroof.analysis.catalog import (
     Rule,
     launch_cost_text,
 )
+from onnxroof.analysis.finding_context import FindingContext, node_index
 from onnxroof.core.gemm import gemm_shape
-from onnxroof.core.ir import implicit_reads
 from onnxroof.core.states import Bound, NodeState, RuleKind
 from onnxroof.core.units import percent, seconds, si
 
@@ -75,86 +75,17 @@ _LOW_PRECISIONS = ("fp16", "bf16", "fp8", "int8")
 
 def find(analysis: Analysis) -> tuple[Finding, ...]:
     """Every finding for ``analysis``, in rule-id order, then by the first node's position."""
-    context = _Context(analysis)
+    context = FindingContext(analysis)
     findings: list[Finding] = []
     for check in _CHECKS:
         findings.extend(check(context))
     return tuple(findings)
 
 
-# --------------------------------------------------------------------------------------------- context
-
-
-class _Context:
-    """Lookups every rule needs, built once."""
-
-    def __init__(self, analysis: Analysis) -> None:
-        self.analysis = analysis
-        self.platform = analysis.platform
-        self.total = analysis.totals.latency_s
-        ops = analysis.nodes.ops
-        self.row: dict[str, int] = {op.id: row for row, op in enumerate(ops)}
-        """Node id -> its row in ``analysis.nodes`` (its position in topological order)."""
-        self._rows_of: dict[str, list[int]] = {}
-        for row, op in enumerate(ops):
-            self._rows_of.setdefault(op.op_type, []).append(row)
-        self.kernel_of: Mapping[str, KernelResult] = analysis.kernel_by_node
-        self.index = analysis.index
-        self.graph_outputs = frozenset(name for name, _, _ in analysis.model.outputs)
-
-    def node(self, node_id: str) -> NodeResult | None:
-        """The node with id ``node_id`` (None when there is none)."""
-        row = self.row.get(node_id)
-        return None if row is None else self.analysis.nodes[row]
-
-    def nodes_of(self, *op_types: str) -> list[NodeResult]:
-        """The nodes of these op types, in graph order: a rule that looks at a few op types reads their rows only,
-        not a view of every node."""
-        nodes = self.analysis.nodes
-        return [nodes[row] for row in sorted(row for op_type in op_types for row in self._rows_of.get(op_type, ()))]
-
-    def neighbours(self, node_id: str) -> list[str]:
-        """The nodes feeding ``node_id`` or reading its outputs (the DAG's edges either way), from the index."""
-        op = self.analysis.op(node_id)
-        if op is None or self.index is None:
-            return []
-        producer, consumers = self.index.producer, self.index.consumers
-        reads = [t.name for t in op.inputs if t is not None] + implicit_reads(op)
-        found = [producer[name] for name in reads if name in producer]
-        for t in op.outputs:
-            if t is not None:
-                found.extend(consumers.get(t.name, ()))
-        return found
-
-    def share(self, seconds_: float) -> float:
-        return seconds_ / self.total if self.total > 0 else 0.0
-
-    def op(self, node_id: str):
-        """The node's OpView (attributes, tensor names), or None without a graph."""
-        return self.analysis.op(node_id)
-
-    def producer(self, node_id: str, tensor: str) -> str | None:
-        """The id of the node producing ``tensor`` for ``node_id``; None for graph inputs and weights."""
-        if self.index is None:
-            return None
-        src = self.index.producer.get(tensor)
-        return src if src is not None and node_id in self.index.consumers.get(tensor, ()) else None
-
-    def readers(self, node_id: str, tensor: str) -> int:
-        """How many nodes read ``tensor`` (produced by ``node_id``), plus one if it is a graph output."""
-        produced = (index := self.index) is not None and index.producer.get(tensor) == node_id
-        count = len(index.consumers.get(tensor, ())) if index is not None and produced else 0
-        return count + (tensor in self.graph_outputs)
-
-    def label(self, node_id: str) -> str:
-        node = self.node(node_id)
-        return f"{node.op_type} '{node.name or node_id}'" if node else node_id
-
-
 # --------------------------------------------------------------------------------------------- OR001
 
 
-def _bn_not_folded(ctx: _Context) -> Iterable[Finding]:
+def _bn_not_folded(ctx: FindingContext) -> Iterable[Finding]:
     rule = RULES["OR001"]
     misses: dict[str, str] = {}
     for miss in ctx.analysis.fusion_misses:
@@ -188,7 +119,7 @@ def _bn_not_folded(ctx: _Context) -> Iterable[Finding]:
         )
 
 
-def _bn_structure(ctx: _Context, bn_id: str) -> str | None:
+def _bn_structure(ctx: FindingContext, bn_id: str) -> str | None:
     """Why the graph keeps this BatchNorm from folding into a convolution, or None if it could fold."""
     op = ctx.op(bn_id)
     if op is None or op.input(0) is None:
@@ -234,7 +165,7 @@ def _gemm_dims(node: NodeResult, op) -> tuple[int | None, int | None, int] | Non
     return shape.in_channels, shape.out_channels, 1
 
 
-def _channels_not_aligned(ctx: _Context) -> Iterable[Finding]:
+def _channels_not_aligned(ctx: FindingContext) -> Iterable[Finding]:
     if not has_tensor_cores(ctx.platform):
         return
     rule = RULES["OR002"]
@@ -287,7 +218,7 @@ def _pad(value: int, align: int) -> int:
 # --------------------------------------------------------------------------------------------- OR003
 
 
-def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
+def _low_intensity_convs(ctx: FindingContext) -> Iterable[Finding]:
     rule = RULES["OR003"]
     picked: list[tuple[NodeResult, KernelResult]] = []
     for node in ctx.nodes_of("Conv"):
@@ -324,7 +255,7 @@ def _low_intensity_convs(ctx: _Context) -> Iterable[Finding]:
 # --------------------------------------------------------------------------------------------- OR004
 
 
-def _layout_chains(ctx: _Context) -> Iterable[Finding]:
+def _layout_chains(ctx: FindingContext) -> Iterable[Finding]:
     if ctx.analysis.ir is None:
         return
     rule = RULES["OR004"]
@@ -335,7 +266,7 @@ def _layout_chains(ctx: _Context) -> Iterable[Finding]:
         if cost.kind in (RuleKind.LAYOUT, RuleKind.VIEW) and cost.state in (NodeState.COSTED, NodeState.ZERO)
     }
     chains = []
-    for chain in _components(ctx, movers):
+    for chain in ctx.components(movers):
         if len(chain) < 2:
             continue
         kernels = {ctx.kernel_of[nid].id: ctx.kernel_of[nid] for nid in chain if nid in ctx.kernel_of}
@@ -364,35 +295,10 @@ def _layout_chains(ctx: _Context) -> Iterable[Finding]:
     )
 
 
-def _components(ctx: _Context, members: set[str]) -> list[list[str]]:
-    """Connected groups of ``members`` (edges in either direction), each in topological (id-index) order."""
-    seen: set[str] = set()
-    groups = []
-    for start in sorted(members, key=_index):
-        if start in seen:
-            continue
-        stack, group = [start], []
-        seen.add(start)
-        while stack:
-            nid = stack.pop()
-            group.append(nid)
-            for other in ctx.neighbours(nid):
-                if other in members and other not in seen:
-                    seen.add(other)
-                    stack.append(other)
-        groups.append(sorted(group, key=_index))
-    return groups
-
-
-def _index(node_id: str) -> int:
-    head = node_id.split(":", 1)[0]
-    return int(head) if head.isdigit() else 0
-
-
 # --------------------------------------------------------------------------------------------- OR005
 
 
-def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
+def _fp32_on_low_precision(ctx: FindingContext) -> Iterable[Finding]:
     rule = RULES["OR005"]
     peaks = ctx.platform.peak_flops
     fp32 = peaks.get("fp32")
@@ -413,7 +319,7 @@ def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
     targets += ["int8"] if "int8" in ratios else []
     would = " and ".join(f"{seconds(compute / ratios[p])} at {p}" for p in targets)
     shown = ", ".join(f"{p} {ratios[p]:.3g}×" for p in _LOW_PRECISIONS if p in ratios)
-    nodes.sort(key=lambda n: (-n.latency_s, _index(n.id)))
+    nodes.sort(key=lambda n: (-n.latency_s, node_index(n.id)))
     total_flops = ctx.analysis.totals.flops
     yield Finding(
         rule.id,
@@ -432,7 +338,7 @@ def _fp32_on_low_precision(ctx: _Context) -> Iterable[Finding]:
 # --------------------------------------------------------------------------------------------- OR006
 
 
-def _launch_overhead(ctx: _Context) -> Iterable[Finding]:
+def _launch_overhead(ctx: FindingContext) -> Iterable[Finding]:
     rule = RULES["OR006"]
     kernels = ctx.analysis.kernels
     figures = kernels.figures
@@ -460,7 +366,7 @@ def _launch_overhead(ctx: _Context) -> Iterable[Finding]:
 # --------------------------------------------------------------------------------------------- OR007
 
 
-def _exceeds_memory(ctx: _Context) -> Iterable[Finding]:
+def _exceeds_memory(ctx: FindingContext) -> Iterable[Finding]:
     capacity = ctx.platform.memory_capacity
     totals = ctx.analysis.totals
     needed = totals.weight_bytes + totals.peak_activation_bytes
@@ -484,7 +390,7 @@ def _exceeds_memory(ctx: _Context) -> Iterable[Finding]:
 # --------------------------------------------------------------------------------------------- OR008
 
 
-def _array_underutilized(ctx: _Context) -> Iterable[Finding]:
+def _array_underutilized(ctx: FindingContext) -> Iterable[Finding]:
     array = ctx.platform.array
     if array is None:
         return
@@ -508,7 +414,7 @@ def _array_underutilized(ctx: _Context) -> Iterable[Finding]:
     )
 
 
-_CHECKS: tuple[Callable[[_Context], Iterable[Finding]], ...] = (
+_CHECKS: tuple[Callable[[FindingContext], Iterable[Finding]], ...] = (
     _bn_not_folded,
     _channels_not_aligned,
     _low_intensity_convs,
