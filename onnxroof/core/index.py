@@ -68,18 +68,31 @@ class GraphIndex:
 
 def build_index(ops: Iterable[_Op], view_ops: frozenset[tuple[str, str]]) -> GraphIndex:
     """Index ``ops`` (in topological order); ``view_ops``: the (normalized domain, op_type) pairs that are views."""
-    producer: dict[str, str] = {}
-    consumers: dict[str, list[str]] = {}
-    view_source: dict[str, str] = {}
-    view_children: dict[str, list[str]] = {}
-    views: set[str] = set()
-    with_bodies = []
+    builder = IndexBuilder()
     for op in ops:
-        op_id = op.id
+        builder.add(op, (op.domain, op.op_type) in view_ops)
+    return builder.finish()
+
+
+class IndexBuilder:
+    """A :class:`GraphIndex` built one op at a time, in topological order: the IR builder feeds it each op as it
+    makes it (:func:`onnxroof.core.ir.build_graph_ir`), so the ops are not walked a second time to index them.
+    Each tensor's readers are kept as a list until :meth:`finish` makes them tuples."""
+
+    def __init__(self) -> None:
+        self.producer: dict[str, str] = {}
+        self.consumers: dict[str, list[str]] = {}
+        self.view_source: dict[str, str] = {}
+        self.view_children: dict[str, list[str]] = {}
+        self.views: set[str] = set()
+        self.with_bodies: list[_Op] = []
+
+    def add(self, op: _Op, view: bool) -> None:
+        """Index ``op`` (after every op it reads from); ``view``: whether its op type is a view."""
+        op_id, inputs, consumers = op.id, op.inputs, self.consumers
         for t in op.outputs:
             if t is not None:
-                producer[t.name] = op_id
-        inputs = op.inputs
+                self.producer[t.name] = op_id
         if len(inputs) == 1:  # most ops: nothing to deduplicate
             if inputs[0] is not None:
                 consumers.setdefault(inputs[0].name, []).append(op_id)
@@ -89,29 +102,34 @@ def build_index(ops: Iterable[_Op], view_ops: frozenset[tuple[str, str]]) -> Gra
                 if t is not None and t.name not in seen:
                     seen.add(t.name)
                     consumers.setdefault(t.name, []).append(op_id)
-        if (op.domain, op.op_type) in view_ops:
-            views.add(op.id)
-            source = op.inputs[0] if op.inputs else None
-            view = op.outputs[0] if op.outputs else None
-            if source is not None and view is not None:
-                view_source[view.name] = source.name
-                view_children.setdefault(source.name, []).append(view.name)
+        if view:
+            self.views.add(op_id)
+            source = inputs[0] if inputs else None
+            output = op.outputs[0] if op.outputs else None
+            if source is not None and output is not None:
+                self.view_source[output.name] = source.name
+                self.view_children.setdefault(source.name, []).append(output.name)
         if op.subgraphs:
-            with_bodies.append(op)
-    for op in with_bodies:  # tensors read implicitly by If/Loop/Scan bodies (those some node produces)
-        for sub in op.subgraphs.values():
-            for name in subgraph_outer_inputs(sub):
-                users = consumers.setdefault(name, []) if name in producer else None
-                if users is not None and op.id not in users:
-                    users.append(op.id)
-    # each list made a tuple in place: a million lists, their tuples and a second dict are never alive at once
-    readers = cast(dict[str, tuple[str, ...]], consumers)  # the same dict, its values changing type below
-    for name, users in consumers.items():
-        readers[name] = tuple(users)
-    return GraphIndex(
-        MappingProxyType(producer),
-        MappingProxyType(readers),
-        MappingProxyType(view_source),
-        MappingProxyType({k: tuple(v) for k, v in view_children.items()}),
-        frozenset(views),
-    )
+            self.with_bodies.append(op)
+
+    def finish(self) -> GraphIndex:
+        """The index of the ops added; then the If/Loop/Scan nodes whose bodies read a tensor some op produces
+        join its readers. The builder is spent: its lists become the index's tuples in place."""
+        producer, consumers = self.producer, self.consumers
+        for op in self.with_bodies:  # tensors read implicitly by If/Loop/Scan bodies (those some node produces)
+            for sub in op.subgraphs.values():
+                for name in subgraph_outer_inputs(sub):
+                    users = consumers.setdefault(name, []) if name in producer else None
+                    if users is not None and op.id not in users:
+                        users.append(op.id)
+        # each list made a tuple in place: a million lists, their tuples and a second dict are never alive at once
+        readers = cast(dict[str, tuple[str, ...]], consumers)  # the same dict, its values changing type below
+        for name, users in consumers.items():
+            readers[name] = tuple(users)
+        return GraphIndex(
+            MappingProxyType(producer),
+            MappingProxyType(readers),
+            MappingProxyType(self.view_source),
+            MappingProxyType({k: tuple(v) for k, v in self.view_children.items()}),
+            frozenset(self.views),
+        )
