@@ -308,25 +308,11 @@ def build_graph_ir(
             role = Role.ACTIVATION  # what _output_role gives any op reading an activation (most ops)
         else:
             role = _output_role(op_type, domain, inputs, subgraphs)
-        outputs: list[TensorInfo | None] = []
-        for name in node.output:
-            if not name:
-                outputs.append(None)
-                continue
-            type_proto = value_types.get(name)  # equal types are one object: decoded once (tensor_info_from_type)
-            known = seen.get(id(type_proto))
-            if known is None:
-                known = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
-            shape, dtype, itemsize = known[1]
-            info = TensorInfo(name, shape, dtype, itemsize, role)
-            if restate is not None:
-                info = restate(info)
-            if op_type == "DequantizeLinear":
-                info = _stored_size(op_type, domain, inputs, info)
-            tensors[name] = info
-            outputs.append(info)
+        before = _outputs(node.output, kind, inputs, role, value_types, seen, restate)
+        for info in before:
+            if info is not None:
+                tensors[info.name] = info
         name = node.name
-        before = tuple(outputs)
         op = OpView(
             f"{index}:{name or op_type}", index, name, op_type, domain, kind.opset, inputs, before, attrs, subgraphs
         )
@@ -368,6 +354,36 @@ def _graph_tensors(
             tensor_info_from_type(value.name, value_types.get(value.name, value.type), Role.INPUT)
         )
     return tensors, graph_inputs
+
+
+def _outputs(
+    names: Sequence[str],
+    kind: _OpKind,
+    inputs: tuple[TensorInfo | None, ...],
+    role: Role,
+    value_types: Mapping[str, onnx.TypeProto],
+    seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]],
+    restate: Restate | None,
+) -> tuple[TensorInfo | None, ...]:
+    """The :class:`TensorInfo` of each output ``names`` of a node of ``kind`` reading ``inputs`` (None for an
+    omitted one), of ``role``, restated; ``seen`` as in :func:`tensor_info_from_type` (each type decoded once)."""
+    outputs: list[TensorInfo | None] = []
+    for name in names:
+        if not name:
+            outputs.append(None)
+            continue
+        type_proto = value_types.get(name)
+        known = seen.get(id(type_proto))
+        if known is None:
+            known = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
+        shape, dtype, itemsize = known[1]
+        info = TensorInfo(name, shape, dtype, itemsize, role)
+        if restate is not None:
+            info = restate(info)
+        if kind.op_type == "DequantizeLinear":
+            info = _stored_size(kind.op_type, kind.domain, inputs, info)
+        outputs.append(info)
+    return tuple(outputs)
 
 
 @dataclass(frozen=True, slots=True)
