@@ -169,7 +169,8 @@ def _loaded_counts(model: onnx.ModelProto) -> tuple[int | None, bool, list[str]]
     file = read_file(model)
     inferred = _infer(file.model)[0]
     types = value_types(inferred)
-    slots = file.output_slots
+    assert file.main is not None
+    slots = file.main.output_slots if file.main.countable else None
     verdict = slots is not None and every_output_static(inferred.graph, types, slots)
     return slots, verdict, missing_outputs(inferred, types)[0]
 
@@ -185,3 +186,22 @@ def test_the_output_count_says_every_output_is_static_only_when_none_is_missing(
     assert _loaded_counts(_typed_chain(split))[:2] == (4, False)
     dangling = [helper.make_tensor_value_info("nobody", TensorProto.FLOAT, [2, 3])]
     assert _loaded_counts(_typed_chain(custom, value_info=dangling)) == (None, False, ["m"])
+
+
+def test_the_scan_tells_what_binding_needs_of_the_main_graph() -> None:
+    """The nested model's main graph: 4 nodes of one output each, one of them an If; a Range found in the default
+    domain only; a value_info of the file's own makes the count unusable."""
+    from onnxroof.load.checks import MainGraphFacts
+
+    model = _nested_model()
+    assert scan_model(model).main == MainGraphFacts(output_slots=4, bodies=True, value_info=False, ranges=False)
+    assert not scan_model(model).main.countable
+    chain = _typed_chain()
+    assert scan_model(chain).main == MainGraphFacts(output_slots=2, bodies=False, value_info=False, ranges=False)
+    assert scan_model(chain).main.countable
+    chain.graph.node.append(helper.make_node("Range", ["s", "l", "d"], ["r"], domain="custom"))
+    assert not scan_model(chain).main.ranges
+    chain.graph.node.append(helper.make_node("Range", ["s", "l", "d"], ["r2"]))
+    chain.graph.value_info.append(helper.make_tensor_value_info("r2", TensorProto.INT64, [3]))
+    facts = scan_model(chain).main
+    assert (facts.output_slots, facts.ranges, facts.value_info, facts.countable) == (4, True, True, False)

@@ -42,17 +42,35 @@ class ModelScan:
     ``op_type`` or ``domain`` is not valid UTF-8 (protobuf hands such a string over as ``bytes``), described.
     ``out_of_range``: the default-domain nodes whose window attribute (:data:`WINDOW_ATTRIBUTES`) holds a value
     outside 1 .. :data:`MAX_WINDOW` - 1, described. ``stored_weight_bytes``: the weights as the file stores them
-    (:func:`stored_weight_bytes`), summed in the same walk. ``output_slots``: Σ ``len(node.output)`` over the main
-    graph's nodes (empty names included); ``main_bodies``: whether a main-graph node holds a body (If, Loop...).
+    (:func:`stored_weight_bytes`), summed in the same walk. ``main``: what binding wants to know of the main graph.
     """
 
     external: tuple[TensorProto, ...]
     unregistered: tuple[onnx.NodeProto, ...]
+    main: MainGraphFacts
     undecodable: tuple[str, ...] = ()
     out_of_range: tuple[str, ...] = ()
     stored_weight_bytes: float = 0.0
-    output_slots: int = 0
-    main_bodies: bool = False
+
+
+@dataclass(frozen=True)
+class MainGraphFacts:
+    """What :func:`scan_model` finds of the main graph's nodes that spares each binding a walk over them.
+
+    ``output_slots``: Σ ``len(node.output)`` (empty names included); ``bodies``: whether a node holds a body (If,
+    Loop...); ``value_info``: whether the file gives the graph ``value_info`` of its own; ``ranges``: whether a
+    default-domain ``Range`` is among the nodes (:func:`~onnxroof.load.ranges.seed_range_lengths` has work)."""
+
+    output_slots: int
+    bodies: bool
+    value_info: bool
+    ranges: bool
+
+    @property
+    def countable(self) -> bool:
+        """Whether counting typed values tells if inference typed every node output
+        (:func:`~onnxroof.load.shapes.every_output_static`): no body, no ``value_info`` of the file's own."""
+        return not self.bodies and not self.value_info
 
 
 WINDOW_ATTRIBUTES = frozenset({"kernel_shape", "strides", "dilations"})
@@ -80,7 +98,7 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
     undecodable: list[str] = []
     out_of_range: list[str] = []
     weight_bytes = 0.0
-    output_slots, main_bodies = 0, False
+    main: MainGraphFacts | None = None
     tensor_kind, graph_kind, graphs_kind, ints_kind = (
         onnx.AttributeProto.TENSOR,
         onnx.AttributeProto.GRAPH,
@@ -112,18 +130,19 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
                     )
         return stored
 
-    def visit(graph: onnx.GraphProto, main: bool) -> None:
-        nonlocal weight_bytes, output_slots, main_bodies
+    def visit(graph: onnx.GraphProto, is_main: bool) -> None:
+        nonlocal weight_bytes, main
         external.extend(t for t in graph.initializer if t.data_location == TensorProto.EXTERNAL)
         weight_bytes += sum(_stored_bytes(t) for t in graph.initializer)
         bodies: list[onnx.GraphProto] = []
+        slots, ranges = 0, False
         for node in graph.node:
-            if main:
-                output_slots += len(node.output)
+            slots += len(node.output)
             op_type, domain = node.op_type, node.domain
             if not isinstance(op_type, str) or not isinstance(domain, str):  # not valid UTF-8 in the file
                 undecodable.append(f"node '{_text(node.name)}' ({_text(op_type)}, graph '{_text(graph.name)}')")
                 continue
+            ranges = ranges or (op_type == "Range" and domain in ("", "ai.onnx"))
             if version is not None and domain in ("", "ai.onnx"):
                 known = registered.get(op_type)
                 if known is None:
@@ -132,20 +151,20 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
                     unregistered.append(node)
             if len(node.attribute):  # most nodes have none: len() is the cheap test
                 weight_bytes += attributes(node, op_type, domain, bodies)
-        if main:
-            main_bodies = bool(bodies)
+        if is_main:
+            main = MainGraphFacts(slots, bool(bodies), len(graph.value_info) > 0, ranges)
         for body in bodies:  # after the graph's own nodes, as all_graphs yields them
             visit(body, False)
 
     visit(model.graph, True)
+    assert main is not None  # the first visit is the main graph's
     return ModelScan(
         tuple(external),
         tuple(unregistered),
+        main,
         tuple(undecodable),
         tuple(out_of_range),
         weight_bytes,
-        output_slots,
-        main_bodies,
     )
 
 

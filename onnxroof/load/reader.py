@@ -27,7 +27,7 @@ from onnxroof.core.errors import ModelError, one_line
 from onnxroof.core.protos import topological_order
 from onnxroof.load.checks import (
     MASK_DOMAIN,
-    ModelScan,
+    MainGraphFacts,
     check_external_paths,
     check_model,
     check_opsets,
@@ -198,10 +198,9 @@ class ModelFile:
     stored_weight_bytes: float = 0.0
     """The weights as the file stores them (:func:`~onnxroof.load.checks.stored_weight_bytes`, summed by the
     scan): a fact of the file, found once here rather than per binding (binding changes graph inputs only)."""
-    output_slots: int | None = None
-    """Σ ``len(node.output)`` over the main graph's nodes when a count can tell whether shape inference typed every
-    one (:func:`~onnxroof.load.shapes.every_output_static`): no main-graph node holds a body and the file's main
-    graph has no ``value_info`` of its own; None otherwise."""
+    main: MainGraphFacts | None = None
+    """What the scan found of the main graph's nodes (:class:`~onnxroof.load.checks.MainGraphFacts`), sparing each
+    binding a walk over them; None: not known, each binding walks."""
 
 
 def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> ModelFile:
@@ -214,7 +213,7 @@ def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> M
     check_external_paths(model, path, scan)
     warnings: list[str] = []
     opset = check_model(model, path, warnings, scan)
-    unknown, stored, slots = scan.unregistered, scan.stored_weight_bytes, _countable_slots(model, scan)
+    unknown, stored, main = scan.unregistered, scan.stored_weight_bytes, scan.main
     del scan  # it holds the model's own messages
     # The checker refuses a graph out of topological order ("Nodes in a graph must be topologically sorted"):
     # a checked graph's order is its file order, unless inlining changed the nodes.
@@ -230,14 +229,9 @@ def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> M
             )
         else:
             rescan = scan_model(model)
-            unknown, stored, slots = rescan.unregistered, rescan.stored_weight_bytes, _countable_slots(model, rescan)
+            unknown, stored, main = rescan.unregistered, rescan.stored_weight_bytes, rescan.main
     tied = MappingProxyType(tied_copies(model, path.parent if path is not None else None))
-    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown), stored, slots)
-
-
-def _countable_slots(model: onnx.ModelProto, scan: ModelScan) -> int | None:
-    """:attr:`ModelFile.output_slots` of ``model`` from its :func:`scan_model`."""
-    return scan.output_slots if not scan.main_bodies and not len(model.graph.value_info) else None
+    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown), stored, main)
 
 
 def bind_model(
@@ -302,7 +296,8 @@ def _prepare(
         dims = shape_bindings(model, shapes, dims)
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
-    seed_range_lengths(model)  # one inference where a Range's length is known from the bound dims
+    if file.main is None or file.main.ranges:
+        seed_range_lengths(model)  # one inference where a Range's length is known from the bound dims
     large = large_integer_input(model)
     if large is not None:
         warnings.append(
@@ -329,7 +324,8 @@ def _infer_bound(file: ModelFile, prepared: _Prepared) -> LoadedModel:
     bound, count = prepared.dims, prepared.count
     types = value_types(inferred)
     order = topological_order(list(inferred.graph.node)) if file.inlined else range(count)
-    if file.output_slots is not None and every_output_static(inferred.graph, types, file.output_slots):
+    main = file.main
+    if main is not None and main.countable and every_output_static(inferred.graph, types, main.output_slots):
         missing: list[str] = []  # nothing for the fallbacks: the count says so without walking the nodes
         bodies = False
     else:

@@ -110,8 +110,8 @@ def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto])
 def every_output_static(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto], output_slots: int) -> bool:
     """Whether shape inference gave every output of ``graph``'s nodes a static type, told by counting instead of
     walking the nodes (:func:`missing_outputs` then has nothing to find). ``types``: ``graph``'s
-    :func:`value_types`; ``output_slots``: Σ ``len(node.output)`` over its nodes (``ModelFile.output_slots``,
-    given only for a graph without bodies whose file held no ``value_info``).
+    :func:`value_types`; ``output_slots``: Σ ``len(node.output)`` over its nodes, for a graph without bodies whose
+    file held no ``value_info`` (:attr:`~onnxroof.load.checks.MainGraphFacts.countable`).
 
     True when every type in ``types`` is static and ``len(types)`` less the graph inputs and initializers among
     them equals ``output_slots``. Every other name in ``types`` is a node output: the checker refuses a graph
