@@ -8,7 +8,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.protos import graph_value_types
-from onnxroof.load.checks import _external_tensors, scan_model, unregistered_nodes
+from onnxroof.load.checks import _external_tensors, scan_model, stored_weight_bytes, unregistered_nodes
 from onnxroof.load.lean import PAYLOAD_THRESHOLD, parse_without_payloads
 from onnxroof.load.reader import load_model
 from onnxroof.load.shapes import value_types
@@ -68,6 +68,16 @@ def test_one_scan_finds_what_each_walk_found_in_the_same_order() -> None:
     assert [t.name for t in scan.external] == ["W", "c_value", "then_init", "inner_init", "k_value"]
     assert [n.op_type for n in scan.unregistered] == [n.op_type for n in unregistered_nodes(model)]
     assert len(scan.unregistered) == 4  # RotaryEmbedding is not an ONNX op at opset 17 either
+
+
+def test_the_scan_sums_the_stored_weights_of_every_graph() -> None:
+    """Five float tensors of 2 elements stored: initializers W, then_init, inner_init and the Constants c and k,
+    at three depths: 5 × 2 × 4 B; a Constant outside the default domain stores no weight."""
+    model = _nested_model()
+    assert scan_model(model).stored_weight_bytes == stored_weight_bytes(model.graph) == 5 * 2 * 4
+    custom = helper.make_node("Constant", [], ["z"], domain="com.example", value=_external("z_value", "z.bin"))
+    model.graph.node.append(custom)
+    assert scan_model(model).stored_weight_bytes == stored_weight_bytes(model.graph) == 5 * 2 * 4
 
 
 def test_no_default_opset_means_no_unregistered_nodes() -> None:
@@ -137,3 +147,61 @@ def test_value_types_share_equal_types_and_equal_graph_value_types(tmp_path) -> 
     assert not loaded.model.graph.value_info and len(g.value_info) == 5
     assert loaded.model.graph.node == g.node and loaded.model.graph.initializer == g.initializer
     assert tuple(loaded.order) == tuple(range(6))  # the file order, held as a range
+
+
+def _typed_chain(*extra: onnx.NodeProto, value_info: list[onnx.ValueInfoProto] | None = None) -> onnx.ModelProto:
+    """x[2, 3] -> Relu -> a -> Neg -> y, then ``extra`` nodes; ``value_info`` written into the file."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["y"]), *extra],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        value_info=value_info or [],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)])
+
+
+def _loaded_counts(model: onnx.ModelProto) -> tuple[int | None, bool, list[str]]:
+    """The file's output slots, the count's verdict on the inferred graph, and what missing_outputs finds."""
+    from onnxroof.load.reader import _infer, read_file
+    from onnxroof.load.shapes import every_output_static, missing_outputs
+
+    file = read_file(model)
+    inferred = _infer(file.model)[0]
+    types = value_types(inferred)
+    assert file.main is not None
+    slots = file.main.output_slots if file.main.countable else None
+    verdict = slots is not None and every_output_static(inferred.graph, types, slots)
+    return slots, verdict, missing_outputs(inferred, types)[0]
+
+
+def test_the_output_count_says_every_output_is_static_only_when_none_is_missing() -> None:
+    """Two typed outputs (a, y): 2 slots, 2 typed names besides the input. A custom op's output is untyped (3 slots,
+    2 typed); an empty optional output name is a slot no type fills; a file's own value_info (here naming no
+    node's output) leaves no count."""
+    assert _loaded_counts(_typed_chain()) == (2, True, [])
+    custom = helper.make_node("Mystery", ["a"], ["m"], domain="custom")
+    assert _loaded_counts(_typed_chain(custom)) == (3, False, ["m"])
+    split = helper.make_node("Dropout", ["a"], ["d", ""])
+    assert _loaded_counts(_typed_chain(split))[:2] == (4, False)
+    dangling = [helper.make_tensor_value_info("nobody", TensorProto.FLOAT, [2, 3])]
+    assert _loaded_counts(_typed_chain(custom, value_info=dangling)) == (None, False, ["m"])
+
+
+def test_the_scan_tells_what_binding_needs_of_the_main_graph() -> None:
+    """The nested model's main graph: 4 nodes of one output each, one of them an If; a Range found in the default
+    domain only; a value_info of the file's own makes the count unusable."""
+    from onnxroof.load.checks import MainGraphFacts
+
+    model = _nested_model()
+    assert scan_model(model).main == MainGraphFacts(output_slots=4, bodies=True, value_info=False, ranges=False)
+    assert not scan_model(model).main.countable
+    chain = _typed_chain()
+    assert scan_model(chain).main == MainGraphFacts(output_slots=2, bodies=False, value_info=False, ranges=False)
+    assert scan_model(chain).main.countable
+    chain.graph.node.append(helper.make_node("Range", ["s", "l", "d"], ["r"], domain="custom"))
+    assert not scan_model(chain).main.ranges
+    chain.graph.node.append(helper.make_node("Range", ["s", "l", "d"], ["r2"]))
+    chain.graph.value_info.append(helper.make_tensor_value_info("r2", TensorProto.INT64, [3]))
+    facts = scan_model(chain).main
+    assert (facts.output_slots, facts.ranges, facts.value_info, facts.countable) == (4, True, True, False)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from onnxroof.core.protos import subgraph_outer_inputs
 
@@ -68,50 +68,87 @@ class GraphIndex:
 
 def build_index(ops: Iterable[_Op], view_ops: frozenset[tuple[str, str]]) -> GraphIndex:
     """Index ``ops`` (in topological order); ``view_ops``: the (normalized domain, op_type) pairs that are views."""
-    producer: dict[str, str] = {}
-    consumers: dict[str, list[str]] = {}
-    view_source: dict[str, str] = {}
-    view_children: dict[str, list[str]] = {}
-    views: set[str] = set()
-    with_bodies = []
+    builder = IndexBuilder()
     for op in ops:
-        op_id = op.id
+        builder.add(op, (op.domain, op.op_type) in view_ops)
+    return builder.finish()
+
+
+class IndexBuilder:
+    """A :class:`GraphIndex` built one op at a time, in topological order: the IR builder feeds it each op as it
+    makes it (:func:`onnxroof.core.ir.build_graph_ir`), so the ops are not walked a second time to index them.
+
+    A tensor's first reader is stored as the one-element tuple the index keeps (most tensors have one reader); a
+    second reader moves them to a list in ``more``, made a tuple again by :meth:`finish`."""
+
+    def __init__(self) -> None:
+        self.producer: dict[str, str] = {}
+        self.consumers: dict[str, tuple[str, ...]] = {}
+        self.more: dict[str, list[str]] = {}
+        self.view_source: dict[str, str] = {}
+        self.view_children: dict[str, list[str]] = {}
+        self.views: set[str] = set()
+        self.with_bodies: list[_Op] = []
+
+    def add(self, op: _Op, view: bool) -> None:
+        """Index ``op`` (after every op it reads from); ``view``: whether its op type is a view."""
+        op_id, inputs, producer, consumers = op.id, op.inputs, self.producer, self.consumers
         for t in op.outputs:
             if t is not None:
                 producer[t.name] = op_id
-        inputs = op.inputs
         if len(inputs) == 1:  # most ops: nothing to deduplicate
             if inputs[0] is not None:
-                consumers.setdefault(inputs[0].name, []).append(op_id)
+                name = inputs[0].name
+                if name in consumers:
+                    self._read_again(name, op_id)
+                else:
+                    consumers[name] = (op_id,)
         else:
             seen: set[str] = set()
             for t in inputs:
                 if t is not None and t.name not in seen:
                     seen.add(t.name)
-                    consumers.setdefault(t.name, []).append(op_id)
-        if (op.domain, op.op_type) in view_ops:
-            views.add(op.id)
-            source = op.inputs[0] if op.inputs else None
-            view = op.outputs[0] if op.outputs else None
-            if source is not None and view is not None:
-                view_source[view.name] = source.name
-                view_children.setdefault(source.name, []).append(view.name)
+                    if t.name in consumers:
+                        self._read_again(t.name, op_id)
+                    else:
+                        consumers[t.name] = (op_id,)
+        if view:
+            self.views.add(op_id)
+            source = inputs[0] if inputs else None
+            output = op.outputs[0] if op.outputs else None
+            if source is not None and output is not None:
+                self.view_source[output.name] = source.name
+                self.view_children.setdefault(source.name, []).append(output.name)
         if op.subgraphs:
-            with_bodies.append(op)
-    for op in with_bodies:  # tensors read implicitly by If/Loop/Scan bodies (those some node produces)
-        for sub in op.subgraphs.values():
-            for name in subgraph_outer_inputs(sub):
-                users = consumers.setdefault(name, []) if name in producer else None
-                if users is not None and op.id not in users:
-                    users.append(op.id)
-    # each list made a tuple in place: a million lists, their tuples and a second dict are never alive at once
-    readers = cast(dict[str, tuple[str, ...]], consumers)  # the same dict, its values changing type below
-    for name, users in consumers.items():
-        readers[name] = tuple(users)
-    return GraphIndex(
-        MappingProxyType(producer),
-        MappingProxyType(readers),
-        MappingProxyType(view_source),
-        MappingProxyType({k: tuple(v) for k, v in view_children.items()}),
-        frozenset(views),
-    )
+            self.with_bodies.append(op)
+
+    def _read_again(self, name: str, op_id: str) -> None:
+        """``op_id`` reads ``name``, which has a reader already."""
+        more = self.more.get(name)
+        if more is None:
+            self.more[name] = [*self.consumers[name], op_id]
+        else:
+            more.append(op_id)
+
+    def finish(self) -> GraphIndex:
+        """The index of the ops added; then the If/Loop/Scan nodes whose bodies read a tensor some op produces
+        join its readers. The builder is spent."""
+        producer, consumers = self.producer, self.consumers
+        for op in self.with_bodies:  # tensors read implicitly by If/Loop/Scan bodies (those some node produces)
+            for sub in op.subgraphs.values():
+                for name in subgraph_outer_inputs(sub):
+                    if name not in producer:
+                        continue
+                    if name not in consumers:
+                        consumers[name] = (op.id,)
+                    elif op.id not in self.more.get(name, consumers[name]):
+                        self._read_again(name, op.id)
+        for name, users in self.more.items():
+            consumers[name] = tuple(users)
+        return GraphIndex(
+            MappingProxyType(producer),
+            MappingProxyType(consumers),
+            MappingProxyType(self.view_source),
+            MappingProxyType({k: tuple(v) for k, v in self.view_children.items()}),
+            frozenset(self.views),
+        )

@@ -31,7 +31,7 @@ import onnx
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.index import GraphIndex, build_index
+from onnxroof.core.index import GraphIndex, IndexBuilder
 from onnxroof.core.protos import (
     TypeFacts,
     default_attributes,
@@ -279,10 +279,69 @@ def build_graph_ir(
     """Build the IR of one graph with its index. ``outer`` holds the enclosing scopes' tensors a subgraph may read;
     ``restate`` maps each new tensor, ``order`` is the graph's topological order if known, ``view_ops`` the view
     op types (see :func:`build_ir`)."""
+    tensors, graph_inputs = _graph_tensors(graph, value_types, outer, restate)
+    nodes = graph.node  # indexed in place: a list would hold a wrapper object per node
+    if order is None:
+        order = topological_order(nodes)
+    ops: list[OpView] = []
+    index_builder = IndexBuilder()
+    kinds: dict[tuple[str, str], _OpKind] = {}  # (op_type, domain) as the file spells them -> their facts
+    seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]] = {}
+    before: tuple[TensorInfo | None, ...] = ()  # the outputs of the node before
+    for index in order:
+        node = nodes[index]
+        key = (node.op_type, node.domain)
+        kind = kinds.get(key) or kinds.setdefault(key, _op_kind(*key, opsets, view_ops))
+        op_type, domain = kind.op_type, kind.domain
+        if len(node.attribute):
+            subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, kind.opset))
+        else:  # most nodes: the schema's defaults, one shared read-only view per op type
+            subgraphs, attrs = _EMPTY, kind.defaults
+        names = node.input
+        inputs: tuple[TensorInfo | None, ...]
+        if len(names) == 1 and len(before) == 1 and before[0] is not None and before[0].name == names[0]:
+            inputs = before  # the one output of the node before: one tuple for both (a chain's usual case)
+        else:
+            inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
+        first = inputs[0] if inputs else None
+        if first is not None and first.role is Role.ACTIVATION and op_type not in _OWN_ROLE_OPS:
+            role = Role.ACTIVATION  # what _output_role gives any op reading an activation (most ops)
+        else:
+            role = _output_role(op_type, domain, inputs, subgraphs)
+        before = _outputs(node.output, kind, inputs, role, value_types, seen, restate)
+        for info in before:
+            if info is not None:
+                tensors[info.name] = info
+        name = node.name
+        op = OpView(
+            f"{index}:{name or op_type}", index, name, op_type, domain, kind.opset, inputs, before, attrs, subgraphs
+        )
+        ops.append(op)
+        index_builder.add(op, kind.view)
+
+    return ModelIR(
+        tuple(ops),
+        MappingProxyType(tensors),
+        tuple(graph_inputs),
+        tuple(v.name for v in graph.output),
+        index_builder.finish(),
+        view_ops,
+        MappingProxyType(dict(opsets)),
+        restate,
+    )
+
+
+def _graph_tensors(
+    graph: onnx.GraphProto,
+    value_types: Mapping[str, onnx.TypeProto],
+    outer: Mapping[str, TensorInfo] | None,
+    restate: Restate | None,
+) -> tuple[dict[str, TensorInfo], list[str]]:
+    """The tensors a graph's nodes may read before any node runs (the enclosing scopes' ``outer``, its
+    initializers as weights, its inputs), and the names of its inputs that are not initializers."""
     initializer_names = {t.name for t in graph.initializer}
     tensors: dict[str, TensorInfo] = dict(outer or {})
     keep = restate or _same
-
     for init in graph.initializer:
         dtype, itemsize = dtype_info(init.data_type)
         tensors[init.name] = keep(TensorInfo(init.name, tuple(init.dims), dtype, itemsize, Role.WEIGHT))
@@ -294,66 +353,57 @@ def build_graph_ir(
         tensors[value.name] = keep(
             tensor_info_from_type(value.name, value_types.get(value.name, value.type), Role.INPUT)
         )
+    return tensors, graph_inputs
 
-    nodes = graph.node  # indexed in place: a list would hold a wrapper object per node
-    if order is None:
-        order = topological_order(nodes)
-    ops: list[OpView] = []
-    seen: dict[int, tuple[onnx.TypeProto, TypeFacts]] = {}
-    before: tuple[TensorInfo | None, ...] = ()  # the outputs of the node before
-    for index in order:
-        node = nodes[index]
-        op_type, domain = sys.intern(node.op_type), sys.intern(normalize_domain(node.domain))
-        opset = opsets.get(domain, opsets.get("", 1))
-        if node.attribute:
-            subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, opset))
-        else:  # most nodes: the schema's defaults, one shared read-only view per (op, opset)
-            subgraphs, attrs = _EMPTY, default_attributes(op_type, opset, domain)
-        names = node.input
-        inputs: tuple[TensorInfo | None, ...]
-        if len(names) == 1 and len(before) == 1 and before[0] is not None and before[0].name == names[0]:
-            inputs = before  # the one output of the node before: one tuple for both (a chain's usual case)
-        else:
-            inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
-        role = _output_role(op_type, domain, inputs, subgraphs)
-        outputs: list[TensorInfo | None] = []
-        for name in node.output:
-            if not name:
-                outputs.append(None)
-                continue
-            info = tensor_info_from_type(name, value_types.get(name), role, seen)
-            if restate is not None:
-                info = restate(info)
-            if op_type == "DequantizeLinear":
-                info = _stored_size(op_type, domain, inputs, info)
-            tensors[name] = info
-            outputs.append(info)
-        name = node.name
-        before = tuple(outputs)
-        op = OpView(
-            id=f"{index}:{name or op_type}",
-            index=index,
-            name=name,
-            op_type=op_type,
-            domain=domain,
-            opset=opset,
-            inputs=inputs,
-            outputs=before,
-            attrs=attrs,
-            subgraphs=subgraphs,
-        )
-        ops.append(op)
 
-    return ModelIR(
-        tuple(ops),
-        MappingProxyType(tensors),
-        tuple(graph_inputs),
-        tuple(v.name for v in graph.output),
-        build_index(ops, view_ops),
-        view_ops,
-        MappingProxyType(dict(opsets)),
-        restate,
-    )
+def _outputs(
+    names: Sequence[str],
+    kind: _OpKind,
+    inputs: tuple[TensorInfo | None, ...],
+    role: Role,
+    value_types: Mapping[str, onnx.TypeProto],
+    seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]],
+    restate: Restate | None,
+) -> tuple[TensorInfo | None, ...]:
+    """The :class:`TensorInfo` of each output ``names`` of a node of ``kind`` reading ``inputs`` (None for an
+    omitted one), of ``role``, restated; ``seen`` as in :func:`tensor_info_from_type` (each type decoded once)."""
+    outputs: list[TensorInfo | None] = []
+    for name in names:
+        if not name:
+            outputs.append(None)
+            continue
+        type_proto = value_types.get(name)
+        known = seen.get(id(type_proto))
+        if known is None:
+            known = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
+        shape, dtype, itemsize = known[1]
+        info = TensorInfo(name, shape, dtype, itemsize, role)
+        if restate is not None:
+            info = restate(info)
+        if kind.op_type == "DequantizeLinear":
+            info = _stored_size(kind.op_type, kind.domain, inputs, info)
+        outputs.append(info)
+    return tuple(outputs)
+
+
+@dataclass(frozen=True, slots=True)
+class _OpKind:
+    """What every node of one op type shares (:func:`_op_kind`): its op type and normalized domain (interned), the
+    opset it runs at, the schema's default attributes, and whether its rule is a view."""
+
+    op_type: str
+    domain: str
+    opset: int
+    defaults: Mapping[str, Any]
+    view: bool
+
+
+def _op_kind(op_type: str, domain: str, opsets: Mapping[str, int], view_ops: frozenset[tuple[str, str]]) -> _OpKind:
+    """The :class:`_OpKind` of nodes of ``op_type`` in ``domain`` (as the file spells it); the opset is the
+    domain's, else the default domain's, else 1."""
+    op_type, domain = sys.intern(op_type), sys.intern(normalize_domain(domain))
+    opset = opsets.get(domain, opsets.get("", 1))
+    return _OpKind(op_type, domain, opset, default_attributes(op_type, opset, domain), (domain, op_type) in view_ops)
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -426,4 +476,6 @@ def _output_role(
 
 
 _CONSTANT_ROLES = frozenset({Role.WEIGHT, Role.STATIC})
+#: Ops whose outputs' role :func:`_output_role` does not decide from an activation input alone.
+_OWN_ROLE_OPS = SHAPE_OPS | {"Constant"}
 _WEIGHT_ONLY = frozenset({Role.WEIGHT})

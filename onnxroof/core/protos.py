@@ -193,14 +193,18 @@ def graph_value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
     ``graph``: the mapping does not keep ``graph``'s protobuf alive (the loader frees the inferred one)."""
     shared: dict[bytes, onnx.TypeProto | None] = {}
     types: dict[str, onnx.TypeProto] = {}
+    last: onnx.TypeProto | None = None  # the previous value's type, and its canonical one
+    canonical: onnx.TypeProto | None = None
     for values in (graph.value_info, graph.input, graph.output):
         for value in values:
             type_proto = value.type
-            key = type_proto.SerializeToString()
-            canonical: onnx.TypeProto | Literal[False] | None = shared.get(key, False)
-            if canonical is False:
-                tensor = type_proto.HasField("tensor_type")
-                canonical = shared[key] = onnx.TypeProto.FromString(key) if tensor else None
+            if last is None or type_proto != last:  # a value usually has the type of the one before
+                key = type_proto.SerializeToString()
+                found: onnx.TypeProto | Literal[False] | None = shared.get(key, False)
+                if found is False:
+                    tensor = type_proto.HasField("tensor_type")
+                    found = shared[key] = onnx.TypeProto.FromString(key) if tensor else None
+                canonical, last = found, type_proto
             if canonical is not None:
                 types[value.name] = canonical
     made: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}

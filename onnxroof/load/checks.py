@@ -14,6 +14,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
+from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ModelError, one_line
 from onnxroof.core.protos import all_graphs, normalize_domain
 
@@ -40,13 +41,36 @@ class ModelScan:
     order. Both hold the model's own messages: drop the scan with the model. ``undecodable``: the nodes whose
     ``op_type`` or ``domain`` is not valid UTF-8 (protobuf hands such a string over as ``bytes``), described.
     ``out_of_range``: the default-domain nodes whose window attribute (:data:`WINDOW_ATTRIBUTES`) holds a value
-    outside 1 .. :data:`MAX_WINDOW` - 1, described.
+    outside 1 .. :data:`MAX_WINDOW` - 1, described. ``stored_weight_bytes``: the weights as the file stores them
+    (:func:`stored_weight_bytes`), summed in the same walk. ``main``: what binding wants to know of the main graph.
     """
 
     external: tuple[TensorProto, ...]
     unregistered: tuple[onnx.NodeProto, ...]
+    main: MainGraphFacts
     undecodable: tuple[str, ...] = ()
     out_of_range: tuple[str, ...] = ()
+    stored_weight_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class MainGraphFacts:
+    """What :func:`scan_model` finds of the main graph's nodes that spares each binding a walk over them.
+
+    ``output_slots``: Σ ``len(node.output)`` (empty names included); ``bodies``: whether a node holds a body (If,
+    Loop...); ``value_info``: whether the file gives the graph ``value_info`` of its own; ``ranges``: whether a
+    default-domain ``Range`` is among the nodes (:func:`~onnxroof.load.ranges.seed_range_lengths` has work)."""
+
+    output_slots: int
+    bodies: bool
+    value_info: bool
+    ranges: bool
+
+    @property
+    def countable(self) -> bool:
+        """Whether counting typed values tells if inference typed every node output
+        (:func:`~onnxroof.load.shapes.every_output_static`): no body, no ``value_info`` of the file's own."""
+        return not self.bodies and not self.value_info
 
 
 WINDOW_ATTRIBUTES = frozenset({"kernel_shape", "strides", "dilations"})
@@ -60,8 +84,8 @@ axis reaches 2**31 with a kernel that large, so no model it runs is refused."""
 
 
 def scan_model(model: onnx.ModelProto) -> ModelScan:
-    """One walk over every graph (pre-order, as :func:`~onnxroof.core.protos.all_graphs`): external tensors and
-    unregistered nodes.
+    """One walk over every graph (pre-order, as :func:`~onnxroof.core.protos.all_graphs`): external tensors,
+    unregistered nodes, the stored weight bytes.
 
     Each check used to walk every graph itself (ten walks of a 200k-node chain: 0.8 s); a node's fields are
     read once here, and ``onnx.defs.has`` is asked once per op type.
@@ -73,6 +97,8 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
     unregistered: list[onnx.NodeProto] = []
     undecodable: list[str] = []
     out_of_range: list[str] = []
+    weight_bytes = 0.0
+    main: MainGraphFacts | None = None
     tensor_kind, graph_kind, graphs_kind, ints_kind = (
         onnx.AttributeProto.TENSOR,
         onnx.AttributeProto.GRAPH,
@@ -80,14 +106,43 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
         onnx.AttributeProto.INTS,
     )
 
-    def visit(graph: onnx.GraphProto) -> None:
+    def attributes(node: onnx.NodeProto, op_type: str, domain: str, bodies: list[onnx.GraphProto]) -> float:
+        """Scan ``node``'s attributes (external tensors, bodies into ``bodies``, window values); the bytes of the
+        weight it stores when it is a ``Constant``."""
+        stored = 0.0
+        for attr in node.attribute:
+            kind = attr.type
+            if kind == tensor_kind:
+                if attr.t.data_location == TensorProto.EXTERNAL:
+                    external.append(attr.t)
+                if op_type == "Constant" and domain in ("", "ai.onnx"):
+                    stored += _stored_bytes(attr.t)
+            elif kind == graph_kind:
+                bodies.append(attr.g)
+            elif kind == graphs_kind:
+                bodies.extend(attr.graphs)
+            elif kind == ints_kind and attr.name in WINDOW_ATTRIBUTES and domain in ("", "ai.onnx"):
+                bad = [v for v in attr.ints if not 0 < v < MAX_WINDOW]
+                if bad:
+                    out_of_range.append(
+                        f"node '{_text(node.name)}' ({op_type}): attribute '{attr.name}' holds {bad[0]}, "
+                        f"must lie in 1..{MAX_WINDOW - 1}"
+                    )
+        return stored
+
+    def visit(graph: onnx.GraphProto, is_main: bool) -> None:
+        nonlocal weight_bytes, main
         external.extend(t for t in graph.initializer if t.data_location == TensorProto.EXTERNAL)
+        weight_bytes += sum(_stored_bytes(t) for t in graph.initializer)
         bodies: list[onnx.GraphProto] = []
+        slots, ranges = 0, False
         for node in graph.node:
+            slots += len(node.output)
             op_type, domain = node.op_type, node.domain
             if not isinstance(op_type, str) or not isinstance(domain, str):  # not valid UTF-8 in the file
                 undecodable.append(f"node '{_text(node.name)}' ({_text(op_type)}, graph '{_text(graph.name)}')")
                 continue
+            ranges = ranges or (op_type == "Range" and domain in ("", "ai.onnx"))
             if version is not None and domain in ("", "ai.onnx"):
                 known = registered.get(op_type)
                 if known is None:
@@ -95,27 +150,51 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
                 if not known:
                     unregistered.append(node)
             if len(node.attribute):  # most nodes have none: len() is the cheap test
-                for attr in node.attribute:
-                    kind = attr.type
-                    if kind == tensor_kind:
-                        if attr.t.data_location == TensorProto.EXTERNAL:
-                            external.append(attr.t)
-                    elif kind == graph_kind:
-                        bodies.append(attr.g)
-                    elif kind == graphs_kind:
-                        bodies.extend(attr.graphs)
-                    elif kind == ints_kind and attr.name in WINDOW_ATTRIBUTES and domain in ("", "ai.onnx"):
-                        bad = [v for v in attr.ints if not 0 < v < MAX_WINDOW]
-                        if bad:
-                            out_of_range.append(
-                                f"node '{_text(node.name)}' ({op_type}): attribute '{attr.name}' holds {bad[0]}, "
-                                f"must lie in 1..{MAX_WINDOW - 1}"
-                            )
+                weight_bytes += attributes(node, op_type, domain, bodies)
+        if is_main:
+            main = MainGraphFacts(slots, bool(bodies), len(graph.value_info) > 0, ranges)
         for body in bodies:  # after the graph's own nodes, as all_graphs yields them
-            visit(body)
+            visit(body, False)
 
-    visit(model.graph)
-    return ModelScan(tuple(external), tuple(unregistered), tuple(undecodable), tuple(out_of_range))
+    visit(model.graph, True)
+    assert main is not None  # the first visit is the main graph's
+    return ModelScan(
+        tuple(external),
+        tuple(unregistered),
+        main,
+        tuple(undecodable),
+        tuple(out_of_range),
+        weight_bytes,
+    )
+
+
+def stored_weight_bytes(graph: onnx.GraphProto) -> float:
+    """The bytes the file stores as weights: Σ numel × element size over every initializer (external data
+    included: its dims say its size) and every ``Constant`` node's tensor, in ``graph`` and every body inside
+    it; each stored copy counted (tied copies too). Read from dims and data types, never from the payloads.
+    Packed 4-bit types count half a byte an element (:func:`~onnxroof.core.dtypes.dtype_info`).
+
+    This is what the model occupies, not what a run reads: the ``weight_bytes`` of the totals counts the
+    distinct weights the bound graph's nodes read, at the size a what-if precision gives them, after small
+    constants are folded (a position table sliced to the sequence counts only the rows kept).
+
+    :func:`scan_model` sums the same in its walk (``ModelScan.stored_weight_bytes``); every term is a whole
+    number of half bytes, so the sum is exact in any order."""
+    total = 0.0
+    for g in all_graphs(graph):
+        total += sum(_stored_bytes(t) for t in g.initializer)
+        for node in g.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                total += sum(_stored_bytes(a.t) for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
+    return total
+
+
+def _stored_bytes(tensor: TensorProto) -> float:
+    """numel × element size of ``tensor``, from its dims and data type."""
+    numel = 1
+    for d in tensor.dims:
+        numel *= d
+    return numel * dtype_info(tensor.data_type)[1]
 
 
 def _text(value: str | bytes) -> str:

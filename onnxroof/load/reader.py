@@ -23,11 +23,11 @@ from types import MappingProxyType
 import onnx
 import onnx.inliner
 
-from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ModelError, one_line
-from onnxroof.core.protos import all_graphs, topological_order
+from onnxroof.core.protos import topological_order
 from onnxroof.load.checks import (
     MASK_DOMAIN,
+    MainGraphFacts,
     check_external_paths,
     check_model,
     check_opsets,
@@ -41,6 +41,7 @@ from onnxroof.load.lean import copy_without_payloads, parse_without_payloads
 from onnxroof.load.ranges import seed_range_lengths
 from onnxroof.load.shapes import (
     DATA_PROP_ELEMENTS,
+    every_output_static,
     fold_small_constants,
     infer,
     is_static,
@@ -89,7 +90,8 @@ class LoadedModel:
     tied: Mapping[str, str] = field(default_factory=dict)
     """Initializers the exporter stored twice (copy -> original, :func:`onnxroof.load.tied.tied_copies`)."""
     stored_weight_bytes: float = 0.0
-    """The weights as the file stores them (:func:`stored_weight_bytes`), before any folding or binding."""
+    """The weights as the file stores them (:func:`~onnxroof.load.checks.stored_weight_bytes`), before any folding or
+    binding."""
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -194,8 +196,11 @@ class ModelFile:
     unregistered: tuple[onnx.NodeProto, ...] = field(repr=False, default=())
     """Default-domain nodes ONNX does not register (:func:`unregistered_nodes`), messages of ``model``."""
     stored_weight_bytes: float = 0.0
-    """The weights as the file stores them (:func:`stored_weight_bytes`): a fact of the file, found once here
-    rather than per binding (binding changes graph inputs only)."""
+    """The weights as the file stores them (:func:`~onnxroof.load.checks.stored_weight_bytes`, summed by the
+    scan): a fact of the file, found once here rather than per binding (binding changes graph inputs only)."""
+    main: MainGraphFacts | None = None
+    """What the scan found of the main graph's nodes (:class:`~onnxroof.load.checks.MainGraphFacts`), sparing each
+    binding a walk over them; None: not known, each binding walks."""
 
 
 def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> ModelFile:
@@ -208,7 +213,7 @@ def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> M
     check_external_paths(model, path, scan)
     warnings: list[str] = []
     opset = check_model(model, path, warnings, scan)
-    unknown = scan.unregistered
+    unknown, stored, main = scan.unregistered, scan.stored_weight_bytes, scan.main
     del scan  # it holds the model's own messages
     # The checker refuses a graph out of topological order ("Nodes in a graph must be topologically sorted"):
     # a checked graph's order is its file order, unless inlining changed the nodes.
@@ -223,10 +228,10 @@ def read_file(source: str | os.PathLike[str] | onnx.ModelProto | ModelFile) -> M
                 f"reported as unsupported"
             )
         else:
-            unknown = scan_model(model).unregistered
+            rescan = scan_model(model)
+            unknown, stored, main = rescan.unregistered, rescan.stored_weight_bytes, rescan.main
     tied = MappingProxyType(tied_copies(model, path.parent if path is not None else None))
-    stored = stored_weight_bytes(model.graph)
-    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown), stored)
+    return ModelFile(model, path, opset, tuple(warnings), inlined, tied, tuple(unknown), stored, main)
 
 
 def bind_model(
@@ -291,7 +296,8 @@ def _prepare(
         dims = shape_bindings(model, shapes, dims)
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
-    seed_range_lengths(model)  # one inference where a Range's length is known from the bound dims
+    if file.main is None or file.main.ranges:
+        seed_range_lengths(model)  # one inference where a Range's length is known from the bound dims
     large = large_integer_input(model)
     if large is not None:
         warnings.append(
@@ -318,7 +324,12 @@ def _infer_bound(file: ModelFile, prepared: _Prepared) -> LoadedModel:
     bound, count = prepared.dims, prepared.count
     types = value_types(inferred)
     order = topological_order(list(inferred.graph.node)) if file.inlined else range(count)
-    missing, bodies = missing_outputs(inferred, types)
+    main = file.main
+    if main is not None and main.countable and every_output_static(inferred.graph, types, main.output_slots):
+        missing: list[str] = []  # nothing for the fallbacks: the count says so without walking the nodes
+        bodies = False
+    else:
+        missing, bodies = missing_outputs(inferred, types)
     if missing:
         base = path.parent.resolve() if path else None
         folded_model, folded = fold_small_constants(inferred, base, types, order)
@@ -356,28 +367,3 @@ def _without_value_info(inferred: onnx.ModelProto) -> onnx.ModelProto:
     lean = onnx.ModelProto()
     lean.ParseFromString(inferred.SerializeToString())
     return lean
-
-
-def stored_weight_bytes(graph: onnx.GraphProto) -> float:
-    """The bytes the file stores as weights: Σ numel × element size over every initializer (external data
-    included: its dims say its size) and every ``Constant`` node's tensor, in ``graph`` and every body inside
-    it; each stored copy counted (tied copies too). Read from dims and data types, never from the payloads.
-    Packed 4-bit types count half a byte an element (:func:`~onnxroof.core.dtypes.dtype_info`).
-
-    This is what the model occupies, not what a run reads: the ``weight_bytes`` of the totals counts the
-    distinct weights the bound graph's nodes read, at the size a what-if precision gives them, after small
-    constants are folded (a position table sliced to the sequence counts only the rows kept)."""
-
-    def size(tensor: onnx.TensorProto) -> float:
-        numel = 1
-        for d in tensor.dims:
-            numel *= d
-        return numel * dtype_info(tensor.data_type)[1]
-
-    total = 0.0
-    for g in all_graphs(graph):
-        total += sum(size(t) for t in g.initializer)
-        for node in g.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                total += sum(size(a.t) for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
-    return total

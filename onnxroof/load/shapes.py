@@ -107,6 +107,27 @@ def missing_outputs(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto])
     return missing, any_bodies
 
 
+def every_output_static(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto], output_slots: int) -> bool:
+    """Whether shape inference gave every output of ``graph``'s nodes a static type, told by counting instead of
+    walking the nodes (:func:`missing_outputs` then has nothing to find). ``types``: ``graph``'s
+    :func:`value_types`; ``output_slots``: Σ ``len(node.output)`` over its nodes, for a graph without bodies whose
+    file held no ``value_info`` (:attr:`~onnxroof.load.checks.MainGraphFacts.countable`).
+
+    True when every type in ``types`` is static and ``len(types)`` less the graph inputs and initializers among
+    them equals ``output_slots``. Every other name in ``types`` is a node output: the checker refuses a graph
+    output no node produces, the file's graph had no ``value_info`` and inference (and the loader's Range seeds,
+    :mod:`onnxroof.load.ranges`) add entries only for node outputs. The checker also refuses a name produced
+    twice, so the counts meet only when ``output_slots`` distinct names (an empty one is never typed) are all
+    typed. Any doubt (a symbolic input, an untyped or non-tensor output, an empty output name) gives False: the
+    caller then walks the nodes."""
+    outside = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    produced = len(types) - sum(1 for name in outside if name in types)
+    if produced != output_slots:
+        return False
+    distinct = {id(type_proto): type_proto for type_proto in types.values()}  # value_types shares equal types
+    return all(is_static(type_proto) for type_proto in distinct.values())
+
+
 def static_types(graph: onnx.GraphProto, names: Collection[str]) -> dict[str, onnx.TypeProto]:
     """The static types a (re-)inferred ``graph`` holds for ``names``: value_info and outputs, and initializers
     (the folded values); what a re-inference found for the outputs that lacked a type, without building
