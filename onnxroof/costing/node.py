@@ -248,14 +248,16 @@ def cost_signature(op: OpView) -> tuple[object, ...] | None:
 
 
 def shareable(node_cost: NodeCost) -> bool:
-    """Whether ``node_cost`` holds nothing of its node beyond its :func:`cost_signature`: one of the costs shared
-    by every folded or data-free node, or costed by a rule (no note: not through a function body) with no
-    weights, bodies, warnings or unsupported ops inside it. (An unknown shape names its tensor: not shared.)"""
-    if node_cost is _FOLDED or node_cost is _NOT_FOLDED or node_cost.state == NodeState.ZERO:
-        return node_cost.missing_tensor is None
+    """Whether ``node_cost`` holds nothing of its node beyond its :func:`cost_signature`: the cost shared by every
+    folded node or one of a data-free node, or costed by a rule (no note: not through a function body); in each
+    case with no weights, bodies, warnings or unsupported ops inside it. Not shared: an unknown shape (it names
+    its tensor) and an unsupported node (the cost stage lists it by id), so the cost stage finds the unsupported
+    ops, weights and warnings among the nodes whose cost is their own."""
+    if node_cost.state == NodeState.UNSUPPORTED or node_cost.missing_tensor is not None:
+        return False
     return (
-        node_cost.state == NodeState.COSTED
-        and not node_cost.note
+        (node_cost is _FOLDED or node_cost.state in (NodeState.ZERO, NodeState.COSTED))
+        and (node_cost.state != NodeState.COSTED or not node_cost.note)
         and not node_cost.weights
         and node_cost.body is None
         and not node_cost.warnings

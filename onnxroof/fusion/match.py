@@ -37,7 +37,8 @@ class FunctionMatches:
     made from (:func:`matcher_facts`): another binding of the graph with equal facts replays them."""
 
     facts: tuple[object, ...] | None = field(repr=False)
-    """None: not reused (a graph with bodies)."""
+    """None: not reused (a graph with bodies, or one where no node's op type can start a function: matching it
+    again costs a look at its op types, so its facts are not built)."""
     matches: tuple[FunctionMatch, ...]
     misses: tuple[MissRecord, ...]
 
@@ -79,15 +80,11 @@ def apply_functions(
 ) -> FunctionMatches | None:
     """Recognise ``functions`` on the nodes still alone in their unit, scanning in topological order; the
     decisions made (None when no function is enabled). ``prior``: another binding's decisions, replayed when its
-    :func:`matcher_facts` equal this graph's (the matching is a function of them); matched afresh otherwise."""
+    :func:`matcher_facts` equal this graph's (the matching is a function of them); matched afresh otherwise. A
+    graph where no node's op type can start a function is known to match nothing from its op types alone: its
+    facts are not built (a single analysis, which replays nothing, would build them for nothing)."""
     if not functions:
         return None
-    facts = matcher_facts(functions, state)
-    if prior is not None and facts is not None and prior.facts == facts:
-        for replayed in prior.matches:
-            _join(replayed, state)
-        state.misses.extend(prior.misses)
-        return prior
     starts: dict[str, list[FunctionPattern]] = {}
     for p in functions:
         for steps in p.variants:
@@ -97,6 +94,14 @@ def apply_functions(
                         starts[op_type].append(p)
                 if not step.optional:
                     break
+    if not any(op_type in starts for types in state.g.types.values() for op_type in types):
+        return FunctionMatches(None, (), ())  # no node can start a function: nothing to match, nor to replay
+    facts = matcher_facts(functions, state)
+    if prior is not None and facts is not None and prior.facts == facts:
+        for replayed in prior.matches:
+            _join(replayed, state)
+        state.misses.extend(prior.misses)
+        return prior
     first_miss = len(state.misses)
     matches: list[FunctionMatch] = []
     for op in state.g.ir.ops:
