@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 
 from onnxroof.core.cost import Cost, merge_weights
@@ -118,8 +119,9 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
     costs = [node_costs[n] for n in nodes]
     kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
     flops, macs, params = _member_compute(kept)
-    sum_read = sum(c.cost.bytes_read for c in costs)
-    sum_written = sum(c.cost.bytes_written for c in costs)
+    figures = [c.cost for c in costs]
+    sum_read = sum(map(attrgetter("bytes_read"), figures))
+    sum_written = sum(map(attrgetter("bytes_written"), figures))
     try:
         outside_read, escaping = _boundary_traffic(nodes, folded, g)
         bytes_read, bytes_written = min(outside_read, sum_read), min(escaping, sum_written)
@@ -132,8 +134,9 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
 def _member_compute(kept: list[NodeCost]) -> tuple[float, float, float]:
     """FLOPs = Σ FLOPs of ``kept`` (the non-folded members), MACs likewise, and params = elements of their
     distinct weights (a weight two members read counts once)."""
-    flops = sum(c.cost.flops for c in kept)
-    macs = sum(c.cost.macs for c in kept)
+    figures = [c.cost for c in kept]
+    flops = sum(map(attrgetter("flops"), figures))
+    macs = sum(map(attrgetter("macs"), figures))
     weights: dict[str, tuple[float, float]] = {}
     for c in kept:
         if c.weights:
@@ -144,29 +147,29 @@ def _member_compute(kept: list[NodeCost]) -> tuple[float, float, float]:
 def _boundary_traffic(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[float, float]:
     """Bytes the kernel of ``nodes`` reads from outside and writes for outside, uncapped.
 
-    read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) whose producer is no
-    member, over the charged inputs (:func:`_charged_inputs`); written = Σ bytes of member outputs that
+    read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) that no member produces,
+    over the charged inputs (:func:`_charged_inputs`), in member order; written = Σ bytes of member outputs that
     :meth:`~onnxroof.fusion.graph.FusionGraph.escapes` (a tensor read only by members answers without walking
-    its users). One pass over the members' tensors, with the members' set built once; raises
+    its users). The members' outputs are gathered once (a buffer a member produces is no read); raises
     :class:`ShapeUnknown` when a tensor's size is unknown."""
     ops, members = g.ops, set(nodes)
-    view_source, producer = g.index.view_source, g.producer
+    outputs = [t for n in nodes for t in ops[n].outputs if t is not None]
+    produced = {t.name for t in outputs}
+    view_source = g.index.view_source
     reads: dict[str, float] = {}
-    written = 0.0
     for n in nodes:
-        op = ops[n]
-        for t in _charged_inputs(op, n in folded, g):
+        for t in _charged_inputs(ops[n], n in folded, g):
             if t is None:
                 continue
             name = t.name
             if name in view_source:
                 name = g.root(name)
-            if producer.get(name) in members or name in reads:
-                continue
-            reads[name] = t.nbytes
-        for t in op.outputs:
-            if t is not None and g.escapes(t.name, members):
-                written += t.nbytes
+            if name not in produced and name not in reads:
+                reads[name] = t.nbytes
+    written = 0.0
+    for t in outputs:
+        if g.escapes(t.name, members):
+            written += t.nbytes
     return sum(reads.values()), written
 
 

@@ -20,6 +20,7 @@ from onnxroof.rules import REGISTRY
 #: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
 #: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
 _ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+_PLAIN_DOMAINS = frozenset({"", "com.microsoft"})  # op keys without a domain prefix
 
 # ------------------------------------------------------------------------------------ the graph context
 
@@ -30,6 +31,7 @@ class _OpType(NamedTuple):
     entry: RuleEntry | None
     kind: str  # the rule's kind, "" without a rule
     elementwise: bool  # an elementwise rule, or a (de)quantization (``_ELEMENTWISE_OPS``)
+    key: str  # what a unit of one such node is named by patterns: the op type, prefixed by a domain not plain
 
 
 class FusionGraph:
@@ -49,8 +51,12 @@ class FusionGraph:
         for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}:
             entry = REGISTRY.lookup(domain, op_type)
             elementwise = entry is not None and (entry.family == "elementwise" or op_type in _ELEMENTWISE_OPS)
-            facts = _OpType(entry, entry.kind if entry is not None else "", elementwise)
+            key = op_type if domain in _PLAIN_DOMAINS else f"{domain}::{op_type}"
+            facts = _OpType(entry, entry.kind if entry is not None else "", elementwise, key)
             self.types.setdefault(domain, {})[op_type] = facts
+        self.unit_keys = frozenset(facts.key for by_type in self.types.values() for facts in by_type.values())
+        """The op keys (:attr:`Unit.op_type`) of the graph's op types: a pass none of whose patterns names one
+        has nothing to do."""
         self.index = ir.index
         self.producer: Mapping[str, str] = self.index.producer
         self.consumers: Mapping[str, tuple[str, ...]] = self.index.consumers
@@ -108,12 +114,12 @@ class FusionGraph:
     def escapes(self, name: str, members: set[str]) -> bool:
         """Whether ``name``'s data is used outside ``members`` (or is a graph output). A tensor whose direct
         readers are all members and that no view aliases needs no :meth:`users` walk (nor its cache entry)."""
-        if name not in self.outputs and name not in self.alias_children:
-            for node in self.consumers.get(name, ()):
-                if node not in members:
-                    break
-            else:
-                return False
+        if (
+            name not in self.outputs
+            and name not in self.alias_children
+            and members.issuperset(self.consumers.get(name, ()))
+        ):
+            return False
         users, exported = self.users(name)
         return exported or any(u not in members for u in users)
 
@@ -140,13 +146,6 @@ class Unit:
         self.alive = True
 
 
-_PLAIN_DOMAINS = frozenset({"", "com.microsoft"})  # op keys without a domain prefix
-
-
-def _op_key(op: OpView) -> str:
-    return op.op_type if op.domain in _PLAIN_DOMAINS else f"{op.domain}::{op.op_type}"
-
-
 class MissRecord(NamedTuple):
     """A candidate that did not fuse, as the pass records it (the result's :class:`onnxroof.core.kernel.Miss`)."""
 
@@ -161,13 +160,13 @@ class PassState:
     def __init__(self, graph: FusionGraph) -> None:
         self.g = graph
         self.unit_of: dict[str, Unit] = {}
-        costs, unit_of, costed = graph.costs, self.unit_of, NodeState.COSTED
+        costs, unit_of, costed, types = graph.costs, self.unit_of, NodeState.COSTED, graph.types
         for op in graph.ir.ops:
             cost = costs.get(op.id)
             if cost is not None and cost.state == costed:
                 outputs = op.outputs
                 out = outputs[0].name if outputs and outputs[0] is not None else None
-                unit_of[op.id] = Unit(op.id, _op_key(op), out)
+                unit_of[op.id] = Unit(op.id, types[op.domain][op.op_type].key, out)
         self.misses: list[MissRecord] = []
 
     def single(self, node: str) -> Unit | None:
