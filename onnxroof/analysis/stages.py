@@ -274,8 +274,7 @@ def _skip_zeros(
 
 def node_descriptors(ops: Sequence[OpView], op_classes: Sequence[OpClass]) -> tuple[KernelDescriptor, ...]:
     """Each node on its own as a kernel (:func:`_descriptor`). Nothing here depends on a platform: the cost stage
-    makes them once (one per distinct node, :func:`cost`), and every placement of the costing reads them
-    (``compare`` on the 24 bundled platforms made them 24 times, ~3 ms each on the 7B-shaped graph)."""
+    makes them once (one per distinct node, :func:`cost`), and every placement of the costing reads them."""
     shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
     return tuple(_descriptor(op, kind, shared) for op, kind in zip(ops, op_classes, strict=True))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from types import MappingProxyType
 
 import numpy as np
@@ -86,18 +87,19 @@ def build_totals(
     fused = fused_bounds(kernels)
     running = [c.state == NodeState.COSTED for c in nodes.node_costs]
     costs = [cost for cost, runs in zip(nodes.costs, running, strict=True) if runs]
+    flops = sum(map(attrgetter("flops"), costs))
     node_latency = nodes.figures.latency_s.tolist()
     figures = kernels.figures
     layout = kernels.layout
     layout_latency = sum(t for t, copy in zip(figures.latency_s.tolist(), layout, strict=True) if copy)
     states = Counter(c.state for c in nodes.node_costs)
     return Totals(
-        flops=sum(c.flops for c in costs),
-        macs=sum(c.macs for c in costs),
+        flops=flops,
+        macs=sum(map(attrgetter("macs"), costs)),
         params=float(sum(numel for numel, _ in weights.values())),
         weight_bytes=float(sum(nbytes for _, nbytes in weights.values())),
-        bytes_read=sum(c.bytes_read for c in costs),
-        bytes_written=sum(c.bytes_written for c in costs),
+        bytes_read=sum(map(attrgetter("bytes_read"), costs)),
+        bytes_written=sum(map(attrgetter("bytes_written"), costs)),
         latency_s=fused.latency_s + graph_launch_s,
         compute_time_s=sum(figures.t_compute_s.tolist()),
         memory_time_s=sum(figures.t_memory_s.tolist()),
@@ -109,13 +111,13 @@ def build_totals(
         kernels=len(kernels),
         states=MappingProxyType({state: states.get(state, 0) for state in NodeState}),
         unfused=Bounds(
-            sum(c.flops for c in costs),
-            sum(c.bytes for c in costs),
+            flops,
+            sum(map(attrgetter("bytes"), costs)),
             sum(t for t, runs in zip(node_latency, running, strict=True) if runs),
         ),
         fused=fused,
         ideal=Bounds(
-            sum(cost.flops for cost in kernels.costs),
+            sum(map(attrgetter("flops"), kernels.costs)),
             sum(kernels.ideal_bytes),
             sum(kernels.ideal_latency_s.tolist()),
         ),
@@ -175,10 +177,10 @@ def op_type_rows(
             op_type=op_type,
             domain=domain,
             count=len(members),
-            flops=sum(m.flops for m in members),
-            macs=sum(m.macs for m in members),
-            bytes=sum(m.bytes for m in members),
-            params=sum(m.params for m in members),
+            flops=sum(map(attrgetter("flops"), members)),
+            macs=sum(map(attrgetter("macs"), members)),
+            bytes=sum(map(attrgetter("bytes"), members)),
+            params=sum(map(attrgetter("params"), members)),
             latency_s=kernel_time.get((domain, op_type), 0.0),
             share=kernel_time.get((domain, op_type), 0.0) / total_latency if total_latency > 0 else 0.0,
         )

@@ -220,9 +220,8 @@ def cost_signature(op: OpView) -> tuple[object, ...] | None:
     item sizes and roles; names and ids enter only the weights (excluded here) and error messages (an error is
     raised, never kept). So two nodes with one signature get one :class:`NodeCost` (when costed by a rule), one
     efficiency class and one wanted precision: the cost stage costs each distinct signature once
-    (:func:`onnxroof.analysis.stages.cost`), as a model repeats its layers. Building the key costs ~1.5 µs a
-    node against ~10 µs for a rule call with its contract check, the precision and the class (the
-    200 k-node chain's cost stage: 2.3 → 1.1 s CPU)."""
+    (:func:`onnxroof.analysis.stages.cost`), as a model repeats its layers: building the key costs a fraction
+    of a rule call with its contract check, the precision, the class and the descriptor."""
     if op.subgraphs:
         return None
     attrs = op.attrs

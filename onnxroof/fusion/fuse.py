@@ -187,24 +187,25 @@ def _charged_inputs(op: OpView, folded_member: bool, g: FusionGraph) -> tuple[Te
 
 
 def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
+    """The kernels, numbered in the order of their anchors: one per unit, and one per costed node whose unit was
+    never made (:meth:`~onnxroof.fusion.graph.Units.anchored`: the node alone)."""
     g = state.g
-    ordered = [u for node, u in state.unit_of.items() if u.anchor == node]  # each once, by anchor position
     kernels = []
-    for number, unit in enumerate(ordered, start=1):
-        if len(unit.nodes) == 1:
-            nodes = unit.nodes
+    for number, (anchor, unit) in enumerate(state.unit_of.anchored(), start=1):
+        if unit is None or len(unit.nodes) == 1:
+            nodes = [anchor]
         else:
-            rest = sorted((n for n in unit.nodes if n != unit.anchor), key=g.position.__getitem__)
-            nodes = [unit.anchor, *rest]
-        folded = set(unit.folded)
+            rest = sorted((n for n in unit.nodes if n != anchor), key=g.position.__getitem__)
+            nodes = [anchor, *rest]
+        folded = set(unit.folded) if unit is not None else set()
         cost, elementwise = _kernel_cost(nodes, folded, g)
-        layout = len(nodes) == 1 and g.kind(unit.anchor) == RuleKind.LAYOUT
+        layout = len(nodes) == 1 and g.kind(anchor) == RuleKind.LAYOUT
         free = layout or elementwise
         ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
         kernels.append(
             Kernel(
                 id=f"k{number}",
-                patterns=tuple(unit.patterns),
+                patterns=unit.patterns if unit is not None else (),
                 node_ids=tuple(nodes),
                 cost=cost,
                 ideal=ideal,

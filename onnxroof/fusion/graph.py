@@ -8,7 +8,7 @@ elementwise); :class:`Unit` is one kernel under construction; and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from onnxroof.core.ir import ModelIR, OpView
@@ -123,6 +123,17 @@ class FusionGraph:
         users, exported = self.users(name)
         return exported or any(u not in members for u in users)
 
+    def private(self, nodes: Iterable[str], inside: set[str]) -> bool:
+        """Whether every output of ``nodes`` is used only by ``inside`` (through views; no graph output)."""
+        for node in nodes:
+            for t in self.ops[node].outputs:
+                if t is None:
+                    continue
+                users, exported = self.users(t.name)
+                if exported or not inside.issuperset(users):
+                    return False
+        return True
+
     def label(self, node: str) -> str:
         return f"{self.ops[node].op_type} {node}"
 
@@ -154,19 +165,81 @@ class MissRecord(NamedTuple):
     reason: str
 
 
+class Units:
+    """Who owns which node while the pass runs: node id -> its :class:`Unit`, for the costed nodes.
+
+    A costed node that no pattern has asked about is a unit of its own, made on first access (``get``,
+    ``[node]``, :meth:`items`): a graph of a million nodes that fuse into a few kernels makes a few
+    :class:`Unit` objects, not a million. :meth:`made` answers without making one; the pointwise pass and the
+    kernels (:meth:`anchored`) read an untouched node as its id."""
+
+    __slots__ = ("_costs", "_graph", "_made")
+
+    def __init__(self, graph: FusionGraph) -> None:
+        self._graph = graph
+        self._costs = graph.costs
+        self._made: dict[str, Unit] = {}
+
+    def costed(self, node: str) -> bool:
+        """Whether ``node`` is costed (a kernel member: it has a unit)."""
+        cost = self._costs.get(node)
+        return cost is not None and cost.state == NodeState.COSTED
+
+    def made(self, node: str) -> Unit | None:
+        """``node``'s unit if one was made (asked about, or merged), else None (none, or not made yet)."""
+        return self._made.get(node)
+
+    def get(self, node: str) -> Unit | None:
+        """``node``'s unit (made now if it was not), None for a node that is no kernel member."""
+        unit = self._made.get(node)
+        if unit is None and self.costed(node):
+            unit = self._made[node] = Unit(node, self._graph.op_type(node).key, self.out_of(node))
+        return unit
+
+    def __getitem__(self, node: str) -> Unit:
+        unit = self.get(node)
+        if unit is None:
+            raise KeyError(node)
+        return unit
+
+    def __setitem__(self, node: str, unit: Unit) -> None:
+        self._made[node] = unit
+
+    def __contains__(self, node: str) -> bool:
+        return self.costed(node)
+
+    def out_of(self, node: str) -> str | None:
+        """The output of an untouched node's unit: the node's first output."""
+        first = self._graph.ops[node].output(0)
+        return first.name if first is not None else None
+
+    def items(self) -> Iterator[tuple[str, Unit]]:
+        """Every costed node with its unit (made on demand), in node order."""
+        for op in self._graph.ir.ops:
+            unit = self.get(op.id)
+            if unit is not None:
+                yield op.id, unit
+
+    def anchored(self) -> Iterator[tuple[str, Unit | None]]:
+        """Each unit once, in the order of its anchor: (anchor, the unit, or None for a costed node whose unit was
+        never made: a kernel of that node alone)."""
+        made = self._made
+        for op in self._graph.ir.ops:
+            node = op.id
+            unit = made.get(node)
+            if unit is None:
+                if self.costed(node):
+                    yield node, None
+            elif unit.anchor == node:
+                yield node, unit
+
+
 class PassState:
     """State of one fusion pass: the units, who owns which node, the misses found so far."""
 
     def __init__(self, graph: FusionGraph) -> None:
         self.g = graph
-        self.unit_of: dict[str, Unit] = {}
-        costs, unit_of, costed, types = graph.costs, self.unit_of, NodeState.COSTED, graph.types
-        for op in graph.ir.ops:
-            cost = costs.get(op.id)
-            if cost is not None and cost.state == costed:
-                outputs = op.outputs
-                out = outputs[0].name if outputs and outputs[0] is not None else None
-                unit_of[op.id] = Unit(op.id, types[op.domain][op.op_type].key, out)
+        self.unit_of = Units(graph)
         self.misses: list[MissRecord] = []
 
     def single(self, node: str) -> Unit | None:
@@ -189,17 +262,22 @@ class PassState:
         for node in other.nodes:
             self.unit_of[node] = unit
 
-    def merge_all(self, unit: Unit, others: Sequence[Unit], pattern: str, produces: str) -> None:
+    def merge_all(self, unit: Unit, others: Sequence[Unit | str], pattern: str, produces: str) -> None:
         """``merge(unit, other, pattern, False, produces, other.out)`` for each of ``others`` in turn, in one pass:
-        the same nodes, folded members, patterns (in order of first appearance), op type and output. (The
-        pointwise kernel of a chain merges every unit into one: the 200 k-node chain's pointwise pass 0.56-0.63 →
-        0.44-0.55 s CPU against one :meth:`merge` a unit.)"""
+        the same nodes, folded members, patterns (in order of first appearance), op type and output. An other given
+        as a node id is an untouched node's unit, never made (:class:`Units`): the node alone, nothing folded, no
+        pattern. (The pointwise kernel of a chain merges every unit into one.)"""
         if not others:
             return
         nodes, unit_of = unit.nodes, self.unit_of
         folded = list(unit.folded)
         patterns = dict.fromkeys(unit.patterns)
         for other in others:
+            if isinstance(other, str):
+                nodes.append(other)
+                patterns[pattern] = None
+                unit_of[other] = unit
+                continue
             nodes.extend(other.nodes)
             if other.folded:
                 folded.extend(other.folded)
@@ -212,5 +290,6 @@ class PassState:
         unit.folded = tuple(folded)
         unit.patterns = tuple(patterns)
         unit.op_type = produces
-        unit.out = others[-1].out
+        last = others[-1]
+        unit.out = unit_of.out_of(last) if isinstance(last, str) else last.out
         unit.function = False

@@ -49,9 +49,8 @@ def matcher_facts(functions: Sequence[FunctionPattern], state: PassState) -> tup
     The patterns' names; the graph outputs; per node in topological order its id, op type and domain, its inputs
     (count, then each absent or its name and role: whether it is a constant), its outputs (count, then names)
     and whether it is costed (has a unit). Producers, consumers and view aliases are functions of these (the
-    graph index), and the rule kinds of the op types are the registry's. The lengths make the tuple unambiguous.
-    Built in ~0.7 ms for the 7B-shaped decoder's 2,757 nodes (a tuple per node took ~5 ms), compared in ~0.15
-    ms, against ~21 ms of matching."""
+    graph index), and the rule kinds of the op types are the registry's. The lengths make the tuple unambiguous
+    (one flat tuple, not a tuple per node: cheaper to build and to compare than the matching it saves)."""
     ir = state.g.ir
     facts: list[object] = [tuple(p.name for p in functions), tuple(ir.graph_outputs)]
     append, unit_of = facts.append, state.unit_of
