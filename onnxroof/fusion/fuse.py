@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -150,22 +151,22 @@ def _boundary_traffic(nodes: list[str], folded: set[str], g: FusionGraph) -> tup
     read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) that no member produces,
     over the charged inputs (:func:`_charged_inputs`), in member order; written = Σ bytes of member outputs that
     :meth:`~onnxroof.fusion.graph.FusionGraph.escapes` (a tensor read only by members answers without walking
-    its users). The members' outputs are gathered once (a buffer a member produces is no read); raises
-    :class:`ShapeUnknown` when a tensor's size is unknown."""
-    ops, members = g.ops, set(nodes)
-    outputs = [t for n in nodes for t in ops[n].outputs if t is not None]
+    its users). The members' tensors are gathered once, as two columns (a buffer a member produces is no read);
+    raises :class:`ShapeUnknown` when a tensor's size is unknown."""
+    ops = [g.ops[n] for n in nodes]
+    outputs = [t for op in ops for t in op.outputs if t is not None]
     produced = {t.name for t in outputs}
-    view_source = g.index.view_source
+    view_source, root = g.index.view_source, g.root
     reads: dict[str, float] = {}
-    for n in nodes:
-        for t in _charged_inputs(ops[n], n in folded, g):
-            if t is None:
-                continue
-            name = t.name
-            if name in view_source:
-                name = g.root(name)
-            if name not in produced and name not in reads:
-                reads[name] = t.nbytes
+    for t in chain.from_iterable(_charged_inputs(op, op.id in folded, g) for op in ops):
+        if t is None:
+            continue
+        name = t.name
+        if name in view_source:
+            name = root(name)
+        if name not in produced and name not in reads:
+            reads[name] = t.nbytes
+    members = set(nodes)
     written = 0.0
     for t in outputs:
         if g.escapes(t.name, members):

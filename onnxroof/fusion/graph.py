@@ -9,6 +9,7 @@ elementwise); :class:`Unit` is one kernel under construction; and
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import NamedTuple
 
 from onnxroof.core.ir import ModelIR, OpView
@@ -205,6 +206,10 @@ class Units:
     def __setitem__(self, node: str, unit: Unit) -> None:
         self._made[node] = unit
 
+    def bind(self, nodes: Iterable[str], unit: Unit) -> None:
+        """``nodes`` now belong to ``unit`` (merged into it)."""
+        self._made.update(dict.fromkeys(nodes, unit))
+
     def __contains__(self, node: str) -> bool:
         return self.costed(node)
 
@@ -272,21 +277,19 @@ class PassState:
         nodes, unit_of = unit.nodes, self.unit_of
         folded = list(unit.folded)
         patterns = dict.fromkeys(unit.patterns)
+        start = len(nodes)
         for other in others:
             if isinstance(other, str):
                 nodes.append(other)
-                patterns[pattern] = None
-                unit_of[other] = unit
-                continue
-            nodes.extend(other.nodes)
-            if other.folded:
-                folded.extend(other.folded)
-            if other.patterns:
-                patterns.update(dict.fromkeys(other.patterns))
+            else:
+                nodes.extend(other.nodes)
+                if other.folded:
+                    folded.extend(other.folded)
+                if other.patterns:
+                    patterns.update(dict.fromkeys(other.patterns))
+                other.alive = False
             patterns[pattern] = None
-            other.alive = False
-            for node in other.nodes:
-                unit_of[node] = unit
+        unit_of.bind(islice(nodes, start, None), unit)
         unit.folded = tuple(folded)
         unit.patterns = tuple(patterns)
         unit.op_type = produces

@@ -143,8 +143,8 @@ class _Blocks:
                 items.append(op.id)
                 views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
             else:
-                sizes[b] = _size_number(unit, op, state, size_number)
-                run = self._run_of(unit, i, sizes[b], number_at, state)
+                sizes[b] = size = _size_number(unit, op, state, size_number)
+                run = self._run_of(op, i, size, number_at, state) if size >= 0 else -1
                 if run >= 0:  # b extends the run of its one producer: no block of its own
                     sizes[b] = -1
                     number_at[i] = run
@@ -180,9 +180,9 @@ class _Blocks:
             later.append(b)
         return later
 
-    def _run_of(self, unit: Unit | None, i: int, size: int, number_at: array, state: PassState) -> int:
-        """The block whose run ``unit`` (the single-node unit of the ``i``-th op, of pointwise ``size``; None: its
-        unit was never made) extends, else -1.
+    def _run_of(self, op: OpView, i: int, size: int, number_at: array, state: PassState) -> int:
+        """The block whose run the single-node unit of ``op`` (the ``i``-th op, of pointwise ``size``) extends,
+        else -1.
 
         A unit extends a run when its one producer node ``p`` is in a block of single-node units (a unit alone, or
         a run), pointwise of the same element count, and every output of ``p`` is read by this op alone. The
@@ -191,11 +191,10 @@ class _Blocks:
         changes no decision. A chain of a million Relus is then one block, not a million visited one by one. An op
         whose one input is the one output of the op before it (a chain's usual case) finds ``p`` without a lookup."""
         ops = state.g.ir.ops
-        op = ops[i]
-        if size < 0 or op.subgraphs:
-            return -1
         inputs, before = op.inputs, ops[i - 1].outputs if i else ()
         follows = len(inputs) == 1 and len(before) == 1 and inputs[0] is not None and inputs[0] is before[0]
+        if op.subgraphs:
+            return -1
         at = i - 1 if follows else self._producer_at(op, state)
         if at < 0:
             return -1
