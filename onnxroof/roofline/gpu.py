@@ -226,10 +226,14 @@ class Shapes:
 def shapes(descriptors: Sequence[object], rows: int) -> Shapes:
     """The :class:`Shapes` of ``descriptors`` (rows without a descriptor, or without a complete GEMM view, are not
     ``tiled``)."""
-    # per row, not through a table of distinct descriptors: hashing a descriptor (all its fields) costs more than
-    # _facts, which returns one shared constant tuple for the rows without a GEMM view (most of them)
-    facts = [_facts(d) for d in descriptors] if descriptors else [_facts(None)] * rows
-    columns = np.asarray(facts, dtype=np.float64).reshape(rows, 8)
+    # rows share descriptor objects (one per distinct node, the cost stage's): the facts of each object once, by
+    # identity (hashing a descriptor's fields would cost more than _facts), gathered per row
+    if not descriptors:
+        descriptors = [None] * rows
+    distinct = {id(d): d for d in descriptors}
+    number = {key: i for i, key in enumerate(distinct)}
+    table = np.asarray([_facts(d) for d in distinct.values()], dtype=np.float64).reshape(len(distinct), 8)
+    columns = table[np.fromiter(map(number.__getitem__, map(id, descriptors)), np.intp, rows)]
     return Shapes(columns[:, 0] > 0, *(columns[:, i] for i in range(1, 8)))
 
 
