@@ -15,6 +15,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
 
@@ -377,7 +378,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     decomposed-function matches are replayed where the facts the matcher reads are equal
     (:func:`onnxroof.fusion.match.apply_functions`), and matched afresh otherwise; the result is the same."""
     ir = costed.bound.ir
-    costs = {op.id: node_cost for op, node_cost in zip(ir.ops, costed.node_costs, strict=True)}
+    costs = dict(zip(map(attrgetter("id"), ir.ops), costed.node_costs, strict=True))
     graph = FusionGraph(ir, costs)
     reuse = prior.functions if prior is not None and prior.profile == profile else None
     fusion, run = fuse_with_bodies(ir, costs, profile, graph, reuse)
@@ -394,7 +395,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
             ops = list(run[row].ops)
             anchors.append(position[run[row].anchor])
             launches.append(run[row].launches)
-        types = tuple(op.op_type for op in ops)
+        types = tuple(map(attrgetter("op_type"), ops))
         types = type_lists.setdefault(types, types)
         op_types.append(types)
         descriptors.append(describe(ops, kernel.patterns, types))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
+from operator import attrgetter
 from typing import NamedTuple
 
 from onnxroof.core.ir import ModelIR, OpView
@@ -46,8 +47,9 @@ class FusionGraph:
     def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost]) -> None:
         self.ir = ir
         self.costs = node_costs
-        self.ops: dict[str, OpView] = {op.id: op for op in ir.ops}
-        self.position: dict[str, int] = {op.id: i for i, op in enumerate(ir.ops)}
+        ids = list(map(attrgetter("id"), ir.ops))
+        self.ops: dict[str, OpView] = dict(zip(ids, ir.ops, strict=True))
+        self.position: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))
         self.types: dict[str, dict[str, _OpType]] = {}  # domain -> op_type -> facts
         for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}:
             entry = REGISTRY.lookup(domain, op_type)
