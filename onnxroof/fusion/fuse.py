@@ -166,11 +166,13 @@ def _boundary_traffic(nodes: list[str], folded: set[str], g: FusionGraph) -> tup
             name = root(name)
         if name not in produced and name not in reads:
             reads[name] = t.nbytes
-    members = set(nodes)
-    written = 0.0
-    for t in outputs:
-        if g.escapes(t.name, members):
-            written += t.nbytes
+    members, consumers, exported, aliased = set(nodes), g.consumers, g.outputs, g.alias_children
+    maybe = [  # outputs a non-member may read (escapes()'s quick test, as one pass)
+        t
+        for t in outputs
+        if t.name in exported or t.name in aliased or not members.issuperset(consumers.get(t.name, ()))
+    ]
+    written = sum((t.nbytes for t in maybe if g.escapes(t.name, members)), 0.0)
     return sum(reads.values()), written
 
 

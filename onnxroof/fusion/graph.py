@@ -8,7 +8,7 @@ elementwise); :class:`Unit` is one kernel under construction; and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
 from typing import NamedTuple
@@ -50,6 +50,9 @@ class FusionGraph:
         ids = list(map(attrgetter("id"), ir.ops))
         self.ops: dict[str, OpView] = dict(zip(ids, ir.ops, strict=True))
         self.position: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))
+        costed = NodeState.COSTED
+        self.costed_at = bytes(c is not None and c.state == costed for c in map(node_costs.get, ids))
+        """1 at the position of each costed node (a kernel member), 0 elsewhere."""
         self.types: dict[str, dict[str, _OpType]] = {}  # domain -> op_type -> facts
         for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}:
             entry = REGISTRY.lookup(domain, op_type)
@@ -176,21 +179,19 @@ class Units:
     :class:`Unit` objects, not a million. :meth:`made` answers without making one; the pointwise pass and the
     kernels (:meth:`anchored`) read an untouched node as its id."""
 
-    __slots__ = ("_costs", "_graph", "_made")
+    __slots__ = ("_graph", "_made", "made")
 
     def __init__(self, graph: FusionGraph) -> None:
         self._graph = graph
-        self._costs = graph.costs
         self._made: dict[str, Unit] = {}
+        self.made: Callable[[str], Unit | None] = self._made.get
+        """``made(node)``: ``node``'s unit if one was made (asked about, or merged), else None (none, or not made
+        yet); the dict's own ``get``, called for every node by the pointwise pass."""
 
     def costed(self, node: str) -> bool:
         """Whether ``node`` is costed (a kernel member: it has a unit)."""
-        cost = self._costs.get(node)
-        return cost is not None and cost.state == NodeState.COSTED
-
-    def made(self, node: str) -> Unit | None:
-        """``node``'s unit if one was made (asked about, or merged), else None (none, or not made yet)."""
-        return self._made.get(node)
+        position = self._graph.position.get(node)
+        return position is not None and bool(self._graph.costed_at[position])
 
     def get(self, node: str) -> Unit | None:
         """``node``'s unit (made now if it was not), None for a node that is no kernel member."""
@@ -230,12 +231,12 @@ class Units:
     def anchored(self) -> Iterator[tuple[str, Unit | None]]:
         """Each unit once, in the order of its anchor: (anchor, the unit, or None for a costed node whose unit was
         never made: a kernel of that node alone)."""
-        made = self._made
-        for op in self._graph.ir.ops:
+        made, costed_at = self._made, self._graph.costed_at
+        for i, op in enumerate(self._graph.ir.ops):
             node = op.id
             unit = made.get(node)
             if unit is None:
-                if self.costed(node):
+                if costed_at[i]:
                     yield node, None
             elif unit.anchor == node:
                 yield node, unit

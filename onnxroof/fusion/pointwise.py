@@ -127,7 +127,7 @@ class _Blocks:
         not numbered yet. The producer gathering stays inline: it runs for every node of the model."""
         g = state.g
         position, producer, types, unit_of = g.position, g.producer, g.types, state.unit_of
-        made, costed = unit_of.made, unit_of.costed
+        made, costed_at = unit_of.made, g.costed_at
         items, sizes, views, preds = self.items, self.size, self.view, self.preds
         pred_start, pred_end = self.pred_start, self.pred_end
         size_number: dict[int, int] = {}  # element count -> its number, the value kept in ``size``
@@ -139,7 +139,7 @@ class _Blocks:
             b += 1
             number_at[i] = b
             unit = made(op.id)
-            if unit is None and not costed(op.id):
+            if unit is None and not costed_at[i]:
                 items.append(op.id)
                 views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
             else:
