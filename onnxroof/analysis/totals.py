@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import compress
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -13,7 +14,6 @@ import numpy as np
 
 from onnxroof.analysis.liveness import PeakMemory
 from onnxroof.analysis.results import NodeTable
-from onnxroof.core.cost import Cost
 from onnxroof.core.states import NodeState
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.kernels import Bounds, KernelTable, fused_bounds, memory_bound_share
@@ -85,14 +85,14 @@ def build_totals(
     (:func:`onnxroof.load.reader.stored_weight_bytes`), kept beside ``weight_bytes`` = Σ bytes of ``weights``,
     what the bound graph reads. Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)
-    running = [c.state == NodeState.COSTED for c in nodes.node_costs]
-    costs = [cost for cost, runs in zip(nodes.costs, running, strict=True) if runs]
+    node_states = list(map(attrgetter("state"), nodes.node_costs))
+    running = [state == NodeState.COSTED for state in node_states]
+    costs = list(compress(nodes.costs, running))
     flops = sum(map(attrgetter("flops"), costs))
-    node_latency = nodes.figures.latency_s.tolist()
     figures = kernels.figures
     layout = kernels.layout
-    layout_latency = sum(t for t, copy in zip(figures.latency_s.tolist(), layout, strict=True) if copy)
-    states = Counter(c.state for c in nodes.node_costs)
+    layout_latency = sum(compress(figures.latency_s.tolist(), layout))
+    states = Counter(node_states)
     return Totals(
         flops=flops,
         macs=sum(map(attrgetter("macs"), costs)),
@@ -113,7 +113,7 @@ def build_totals(
         unfused=Bounds(
             flops,
             sum(map(attrgetter("bytes"), costs)),
-            sum(t for t, runs in zip(node_latency, running, strict=True) if runs),
+            sum(compress(nodes.figures.latency_s.tolist(), running)),
         ),
         fused=fused,
         ideal=Bounds(
@@ -164,9 +164,13 @@ def op_type_rows(
     """Per op type: node counts, FLOPs, bytes and params summed over its nodes (unfused); time = the predicted
     time of the kernels anchored on nodes of that type (a Conv+BN+Relu kernel counts as Conv time), so the
     shares add up to the fused estimate. ``anchors``: each kernel's anchor node (its row in ``nodes``)."""
-    groups: dict[tuple[str, str], list[Cost]] = {}
-    for op, cost in zip(nodes.ops, nodes.costs, strict=True):
-        groups.setdefault((op.domain, op.op_type), []).append(cost)
+    keys = list(zip(map(attrgetter("domain"), nodes.ops), map(attrgetter("op_type"), nodes.ops), strict=True))
+    number = {key: i for i, key in enumerate(dict.fromkeys(keys))}  # each (domain, op type) in order of first node
+    codes = np.fromiter(map(number.__getitem__, keys), np.intp, len(keys))
+    order = np.argsort(codes, kind="stable")  # rows grouped by type, in row order within each
+    bounds = np.searchsorted(codes[order], np.arange(len(number) + 1))
+    costs = nodes.costs
+    groups = {key: [costs[row] for row in order[bounds[i] : bounds[i + 1]].tolist()] for key, i in number.items()}
     kernel_time: dict[tuple[str, str], float] = {}
     for row, latency in zip(anchors.tolist(), kernels.figures.latency_s.tolist(), strict=True):
         anchor = nodes.ops[row]
