@@ -59,7 +59,7 @@ from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.checks import CHECKS, NOT_A_CANDIDATE
 from onnxroof.fusion.edges import apply_edges
-from onnxroof.fusion.graph import FusionGraph, PassState
+from onnxroof.fusion.graph import FusionGraph, OpTypeFacts, PassState
 from onnxroof.fusion.match import FunctionMatches, apply_functions
 from onnxroof.fusion.patterns import (
     PATTERNS,
@@ -117,19 +117,27 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
     if len(nodes) == 1:
         op = g.ops[nodes[0]]
         return node_costs[nodes[0]].cost, g.types[op.domain][op.op_type].elementwise
-    costs = [node_costs[n] for n in nodes]
+    costs = list(map(node_costs.__getitem__, nodes))
     kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
     flops, macs, params = _member_compute(kept)
-    figures = [c.cost for c in costs]
+    figures = list(map(attrgetter("cost"), costs))
     sum_read = sum(map(attrgetter("bytes_read"), figures))
     sum_written = sum(map(attrgetter("bytes_written"), figures))
+    ops = list(map(g.ops.__getitem__, nodes))
+    types = {(op.domain, op.op_type): g.types[op.domain][op.op_type] for op in _distinct_types(ops)}
     try:
-        outside_read, escaping = _boundary_traffic(nodes, folded, g)
+        outside_read, escaping = _boundary_traffic(nodes, ops, types, folded, g)
         bytes_read, bytes_written = min(outside_read, sum_read), min(escaping, sum_written)
     except ShapeUnknown:
         bytes_read, bytes_written = sum_read, sum_written
     cost = Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params)
-    return cost, g.all_elementwise(nodes)
+    return cost, all(facts.elementwise for facts in types.values())
+
+
+def _distinct_types(ops: list[OpView]) -> list[OpView]:
+    """One op of each (domain, op type) among ``ops``."""
+    keys = zip(map(attrgetter("domain"), ops), map(attrgetter("op_type"), ops), strict=True)
+    return list(dict(zip(keys, ops, strict=True)).values())
 
 
 def _member_compute(kept: list[NodeCost]) -> tuple[float, float, float]:
@@ -145,20 +153,27 @@ def _member_compute(kept: list[NodeCost]) -> tuple[float, float, float]:
     return flops, macs, float(sum(numel for numel, _ in weights.values()))
 
 
-def _boundary_traffic(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[float, float]:
-    """Bytes the kernel of ``nodes`` reads from outside and writes for outside, uncapped.
+def _boundary_traffic(
+    nodes: list[str], ops: list[OpView], types: Mapping[tuple[str, str], OpTypeFacts], folded: set[str], g: FusionGraph
+) -> tuple[float, float]:
+    """Bytes the kernel of ``nodes`` (``ops``, of the op ``types`` given) reads from outside and writes for outside,
+    uncapped.
 
     read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) that no member produces,
     over the charged inputs (:func:`_charged_inputs`), in member order; written = Σ bytes of member outputs that
     :meth:`~onnxroof.fusion.graph.FusionGraph.escapes` (a tensor read only by members answers without walking
-    its users). The members' tensors are gathered once, as two columns (a buffer a member produces is no read);
-    raises :class:`ShapeUnknown` when a tensor's size is unknown."""
-    ops = [g.ops[n] for n in nodes]
-    outputs = [t for op in ops for t in op.outputs if t is not None]
+    its users). The members' tensors are gathered once, as two columns (a buffer a member produces is no read;
+    every input is charged when nothing is folded and no type has config inputs); raises :class:`ShapeUnknown`
+    when a tensor's size is unknown."""
+    outputs = [t for t in chain.from_iterable(map(attrgetter("outputs"), ops)) if t is not None]
     produced = {t.name for t in outputs}
+    if folded or any(facts.entry is not None and facts.entry.config_inputs for facts in types.values()):
+        inputs = chain.from_iterable(_charged_inputs(op, op.id in folded, g) for op in ops)
+    else:
+        inputs = chain.from_iterable(map(attrgetter("inputs"), ops))
     view_source, root = g.index.view_source, g.root
     reads: dict[str, float] = {}
-    for t in chain.from_iterable(_charged_inputs(op, op.id in folded, g) for op in ops):
+    for t in inputs:
         if t is None:
             continue
         name = t.name

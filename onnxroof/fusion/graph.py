@@ -27,7 +27,7 @@ _PLAIN_DOMAINS = frozenset({"", "com.microsoft"})  # op keys without a domain pr
 # ------------------------------------------------------------------------------------ the graph context
 
 
-class _OpType(NamedTuple):
+class OpTypeFacts(NamedTuple):
     """What the pass needs to know about an op type (shared by every node of that type)."""
 
     entry: RuleEntry | None
@@ -53,12 +53,12 @@ class FusionGraph:
         costed = NodeState.COSTED
         self.costed_at = bytes(c is not None and c.state == costed for c in map(node_costs.get, ids))
         """1 at the position of each costed node (a kernel member), 0 elsewhere."""
-        self.types: dict[str, dict[str, _OpType]] = {}  # domain -> op_type -> facts
+        self.types: dict[str, dict[str, OpTypeFacts]] = {}  # domain -> op_type -> facts
         for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}:
             entry = REGISTRY.lookup(domain, op_type)
             elementwise = entry is not None and (entry.family == "elementwise" or op_type in _ELEMENTWISE_OPS)
             key = op_type if domain in _PLAIN_DOMAINS else f"{domain}::{op_type}"
-            facts = _OpType(entry, entry.kind if entry is not None else "", elementwise, key)
+            facts = OpTypeFacts(entry, entry.kind if entry is not None else "", elementwise, key)
             self.types.setdefault(domain, {})[op_type] = facts
         self.unit_keys = frozenset(facts.key for by_type in self.types.values() for facts in by_type.values())
         """The op keys (:attr:`Unit.op_type`) of the graph's op types: a pass none of whose patterns names one
@@ -70,7 +70,7 @@ class FusionGraph:
         self.outputs = frozenset(ir.graph_outputs)
         self._users: dict[str, tuple[tuple[str, ...], bool]] = {}
 
-    def op_type(self, node: str) -> _OpType:
+    def op_type(self, node: str) -> OpTypeFacts:
         op = self.ops[node]
         return self.types[op.domain][op.op_type]
 
