@@ -387,7 +387,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
     for row, kernel in enumerate(fusion.kernels):
         if run is None:  # no control-flow body: every kernel's members are nodes of the IR
-            ops = [op_of[n] for n in kernel.node_ids]
+            ops = list(map(op_of.__getitem__, kernel.node_ids))
             anchors.append(position[kernel.node_ids[0]])
             single = len(kernel.node_ids) == 1
             launches.append(costs[kernel.node_ids[0]].launches if single else 1)
