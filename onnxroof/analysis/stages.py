@@ -15,7 +15,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import MappingProxyType
 
@@ -214,7 +214,7 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
             else:
                 notable.append(i)
         rows.append(row)
-    node_costs = [row[0] for row in rows]
+    node_costs = list(map(itemgetter(0), rows))
     densities = [1.0] * len(rows)
     if sparse is not None and platform is not None:
         _skip_zeros(ir.ops, rows, bound.densities, sparse, platform, node_costs, densities)
@@ -234,14 +234,14 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     return CostedModel(
         bound=bound,
         node_costs=tuple(node_costs),
-        op_classes=tuple(row[2] for row in rows),
-        wanted=tuple(row[1] for row in rows),
+        op_classes=tuple(map(itemgetter(2), rows)),
+        wanted=tuple(map(itemgetter(1), rows)),
         compute_density=tuple(densities),
         weights=MappingProxyType(weights),
         peak=peak_activation_memory(ir),
         unsupported=MappingProxyType({k: tuple(v) for k, v in unsupported.items()}),
         warnings=tuple(warnings),
-        descriptors=tuple(row[3] for row in rows),
+        descriptors=tuple(map(itemgetter(3), rows)),
         sparse=sparse,
     )
 
