@@ -32,7 +32,7 @@ too, added once by placement. A platform without a ``[gpu]`` table is placed by 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 
 import numpy as np
@@ -221,6 +221,10 @@ class Shapes:
     channels: Floats
     window: Floats
     groups: Floats
+
+    def take(self, rows: npt.NDArray[np.intp]) -> Shapes:
+        """The facts of ``rows`` only."""
+        return Shapes(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
 def shapes(descriptors: Sequence[object], rows: int) -> Shapes:
@@ -425,7 +429,11 @@ class GpuTime:
         share = 1.0 if platform.measured else np.where(tensor, 1.0, CUDA_CORE_GEMM_SHARE)
         tiled_peak = e * work.utilization * share * roofs.peak
         split = MAX_SPLIT_K if self.max_split_k is None else self.max_split_k
-        tiles = tile_time(s, tiled_peak / gpu.sm_count, item, fragment, gpu, l2_bandwidth / gpu.sm_count, split)
+        tiles = np.zeros(rows)  # read on the tiled rows only: the tile model runs on those alone
+        if tiled.any():
+            at = np.flatnonzero(tiled)
+            per_sm = tiled_peak[at] / gpu.sm_count
+            tiles[at] = tile_time(s.take(at), per_sm, item[at], fragment[at], gpu, l2_bandwidth / gpu.sm_count, split)
         cores = cuda_core_time(work.flops, e, platform)
         classes = work.op_class.astype(str)
         on_cores = few_channels | np.isin(classes, list(CUDA_CORE_CLASSES))
