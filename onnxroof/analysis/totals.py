@@ -4,7 +4,7 @@ utilization) and the time per op type. Pure functions of node and kernel results
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
@@ -164,9 +164,13 @@ def op_type_rows(
     """Per op type: node counts, FLOPs, bytes and params summed over its nodes (unfused); time = the predicted
     time of the kernels anchored on nodes of that type (a Conv+BN+Relu kernel counts as Conv time), so the
     shares add up to the fused estimate. ``anchors``: each kernel's anchor node (its row in ``nodes``)."""
-    keys = list(zip(map(attrgetter("domain"), nodes.ops), map(attrgetter("op_type"), nodes.ops), strict=True))
-    number = {key: i for i, key in enumerate(dict.fromkeys(keys))}  # each (domain, op type) in order of first node
-    codes = np.fromiter(map(number.__getitem__, keys), np.intp, len(keys))
+    ops = nodes.ops
+
+    def keys() -> Iterator[tuple[str, str]]:  # (domain, op type) per node, made as read: no list of a pair a node
+        return zip(map(attrgetter("domain"), ops), map(attrgetter("op_type"), ops), strict=True)
+
+    number = {key: i for i, key in enumerate(dict.fromkeys(keys()))}  # each type in order of its first node
+    codes = np.fromiter(map(number.__getitem__, keys()), np.intp, len(ops))
     order = np.argsort(codes, kind="stable")  # rows grouped by type, in row order within each
     bounds = np.searchsorted(codes[order], np.arange(len(number) + 1))
     costs = nodes.costs
