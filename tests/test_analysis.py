@@ -15,6 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxroof
 from onnxroof.analysis.results import NodeResult
+from onnxroof.analysis.stages import bind
+from onnxroof.analysis.stages import cost as stage_cost
+from onnxroof.core.states import NodeState
 from onnxroof.roofline.kernels import KernelResult
 from onnxroof.roofline.place import ROOFLINE
 
@@ -312,3 +315,16 @@ def test_top_kernels_rank_the_columns_as_the_views_would() -> None:
     for count in (1, 5, len(by_views), len(by_views) + 3):
         assert list(analysis.top_kernels(count)) == by_views[:count]
     assert len({k.latency_s for k in by_views}) < len(by_views)  # ties present: the id decides between them
+
+
+def test_equal_unsupported_nodes_are_each_listed() -> None:
+    """Two unknown ops on constants share a cost signature, but an unsupported node's cost is never shared by the
+    cost stage's rows (it gathers the unsupported ops from the nodes whose cost is their own): both are listed."""
+    text = (
+        '<ir_version: 8, opset_import: ["" : 17, "my.dom" : 1]>\n'
+        "g (float[2] x) => (float[2] y)\n<float[2] w = {1.0, 2.0}>\n"
+        "{\na = my.dom.Mystery(w)\nb = my.dom.Mystery(w)\nc = Add(a, b)\ny = Add(c, x)\n}"
+    )
+    costed = stage_cost(bind(parse_model(text)))
+    assert dict(costed.unsupported) == {"my.dom::Mystery": ("0:Mystery", "1:Mystery")}
+    assert costed.node_costs[0].state == NodeState.UNSUPPORTED

@@ -8,6 +8,7 @@ import random
 import pytest
 from test_fusion import analysed, model
 
+import onnxroof.fusion.graph as graph
 import onnxroof.fusion.pointwise as pointwise
 from onnxroof.fusion.fuse import fuse
 
@@ -139,3 +140,33 @@ def test_random_graphs_have_runs() -> None:
         for seed in range(40):
             fused(random_graph(seed), "tensorrt")
     assert counted >= 10
+
+
+def test_a_chain_makes_one_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A costed node's unit is made on first access (fusion.graph.Units): the four-node chain's run keeps its
+    nodes as ids and merges them into the one unit its head made, and the kernel is the same."""
+    lines = ["a = Relu(x)", "b = Neg(a)", "c = Abs(b)", "y = Relu(c)"]
+    ir, costs = analysed(model("\n".join(lines), "float[1,16] x", "float[1,16] y"))
+    made = []
+    init = graph.Unit.__init__
+
+    def spy(self: graph.Unit, *args: object) -> None:
+        made.append(args[0])
+        init(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(graph.Unit, "__init__", spy)
+    result = fuse(ir, costs, "tensorrt")
+    assert made == ["0:Relu"]
+    assert [k.node_ids for k in result.kernels] == [("0:Relu", "1:Neg", "2:Abs", "3:Relu")]
+    assert result.kernels[0].patterns == ("pointwise",)
+
+
+def test_never_made_units_are_kernels_of_their_node() -> None:
+    """Units.anchored(): a costed node whose unit nobody asked for is a kernel of that node alone, in node order."""
+    ir, costs = analysed(model("a = Relu(x)\ny = Transpose<perm=[1, 0]>(a)", "float[1,16] x", "float[16,1] y"))
+    state = graph.PassState(graph.FusionGraph(ir, costs))
+    assert state.unit_of.made("1:Transpose") is None
+    assert list(state.unit_of.anchored()) == [("0:Relu", None), ("1:Transpose", None)]
+    unit = state.unit_of["1:Transpose"]
+    assert unit.nodes == ["1:Transpose"] and state.unit_of.made("1:Transpose") is unit
+    assert list(state.unit_of.anchored()) == [("0:Relu", None), ("1:Transpose", unit)]

@@ -107,3 +107,21 @@ def test_llm_phases_are_what_analyze_gives_with_and_without_the_replay(monkeypat
         assert json.dumps(to_dict(phase), sort_keys=True, default=str) == json.dumps(
             to_dict(alone), sort_keys=True, default=str
         )
+
+
+def test_a_graph_no_function_can_start_on_builds_no_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No node's op type starts a function pattern (Relu, Neg): phase 1 matches nothing and builds no facts to
+    replay (a single analysis would build them for nothing); the RMSNorm graph still builds them."""
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("facts built for a graph no function can start on")
+
+    text = '<ir_version: 8, opset_import: ["" : 17]>\ng (float[1, 16] x) => (float[1, 16] y)\n'
+    text += "{\na = Relu(x)\ny = Neg(a)\n}"
+    with monkeypatch.context() as patched:
+        patched.setattr(match, "matcher_facts", refuse)
+        chain = fuse(cost(bind(read(parse_model(text)))), "tensorrt")
+    assert chain.functions is not None and chain.functions.facts is None and chain.functions.matches == ()
+    assert [k.node_ids for k in chain.kernels] == [("0:Relu", "1:Neg")]
+    rms = _fused(read(parse_model(TEXT)), {"b": 1, "s": 3})
+    assert rms.functions is not None and rms.functions.facts is not None

@@ -12,6 +12,7 @@ import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -274,15 +275,16 @@ def _place_nodes(
     costed = fused.costed
     ops = costed.bound.ir.ops
     node_costs = costed.node_costs
-    costs = tuple(node_cost.cost for node_cost in node_costs)
-    precision = np.asarray([resolved[want] for want in costed.wanted], dtype=object)
+    costs = tuple(map(attrgetter("cost"), node_costs))
+    rows = len(costs)
+    precision = np.fromiter(map(resolved.__getitem__, costed.wanted), object, rows)
     work = Work(
-        flops=floats([c.flops for c in costs]),
-        bytes=floats([c.bytes for c in costs]),
+        flops=np.fromiter(map(attrgetter("flops"), costs), np.float64, rows),
+        bytes=np.fromiter(map(attrgetter("bytes"), costs), np.float64, rows),
         precision=precision,
         op_class=np.asarray(costed.op_classes, dtype=object),
-        runs=np.asarray([c.state == NodeState.COSTED for c in node_costs], dtype=bool),
-        launches=floats([c.launches for c in node_costs]),
+        runs=np.fromiter(map(NodeState.COSTED.__eq__, map(attrgetter("state"), node_costs)), bool, rows),
+        launches=np.fromiter(map(attrgetter("launches"), node_costs), np.float64, rows),
         utilization=_node_utilization(ops, target),
         cold_bytes=np.zeros(len(ops)),
         descriptors=costed.descriptors,

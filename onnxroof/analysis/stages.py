@@ -15,6 +15,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import MappingProxyType
 
@@ -186,86 +187,109 @@ def sparse_facts(plan: WhatIf, platform: Platform | None) -> tuple[str, frozense
 
 def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     """Cost every node of ``bound`` (its rules; control flow through its bodies). ``platform`` is read only under
-    ``skip_compute`` (its sparsity pattern and sparse peaks decide the zeros skipped)."""
+    ``skip_compute`` (its sparsity pattern and sparse peaks decide the zeros skipped).
+
+    Nodes of one :func:`~onnxroof.costing.node.cost_signature` share one row (NodeCost, wanted precision, class,
+    descriptor: each a function of the signature), built once. A shared row is costed by a rule, zero or folded,
+    with no weights, warnings or unsupported ops inside (:func:`~onnxroof.costing.node.shareable`), so the
+    unsupported ops, weights and warnings are gathered from the other nodes only (``notable``)."""
     ir, plan = bound.ir, bound.plan
     sparse = sparse_facts(plan, platform)
-    resolved: dict[str, str] = {}
-    node_costs: list[NodeCost] = []
-    classes: list[OpClass] = []
-    wanted: list[str] = []
-    densities: list[float] = []
     by_type: dict[tuple[str, str], OpClass] = {}  # (op_type, domain) -> efficiency class by type
+    shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
     root_graph = bound.root_graph
     cache = CostCache()
-    # signature -> (NodeCost, wanted precision, class): each distinct node costed once (cost_signature)
-    seen: dict[tuple[object, ...], tuple[NodeCost, str, OpClass]] = {}
-    for op in ir.ops:
+    seen: dict[tuple[object, ...], _Row] = {}  # signature -> the row its nodes share
+    rows: list[_Row] = []
+    notable: list[int] = []  # the nodes whose row is their own
+    for i, op in enumerate(ir.ops):
         signature = cost_signature(op)
-        found = seen.get(signature) if signature is not None else None
-        if found is None:
+        row = seen.get(signature) if signature is not None else None
+        if row is None:
             node_cost = cost_node(op, ir, root_graph, cache)
-            found = (node_cost, plan.precision or precision_of(op.dtype), _node_class(op, by_type))
+            node_class, dtype = _node_class(op, by_type), op.dtype
+            row = (node_cost, plan.precision or precision_of(dtype), node_class, _descriptor(op, node_class, shared))
             if signature is not None and shareable(node_cost):
-                seen[signature] = found
-        node_cost, want, node_class = found
-        density = 1.0
-        costed = node_cost.state == NodeState.COSTED and node_cost.cost.macs > 0
-        if sparse is not None and platform is not None and costed:
-            used = resolved.get(want) or resolved.setdefault(want, resolve_precision(platform, want))
-            density = compute_density(sparse[0], used in sparse[1], *operand_densities(op.inputs, bound.densities))
-            if density < 1.0:
-                node_cost = replace(node_cost, cost=skip_zeros(node_cost.cost, density))
-        node_costs.append(node_cost)
-        wanted.append(want)
-        densities.append(density)
-        classes.append(node_class)
+                seen[signature] = row
+            else:
+                notable.append(i)
+        rows.append(row)
+    node_costs = list(map(itemgetter(0), rows))
+    densities = [1.0] * len(rows)
+    if sparse is not None and platform is not None:
+        _skip_zeros(ir.ops, rows, bound.densities, sparse, platform, node_costs, densities)
     unsupported: dict[str, list[str]] = {}
-    for op, node_cost in zip(ir.ops, node_costs, strict=True):
+    weights: dict[str, tuple[float, float]] = {}
+    for i in notable:
+        op, node_cost = ir.ops[i], node_costs[i]
         if node_cost.state == NodeState.UNSUPPORTED:
             unsupported.setdefault(_op_key(op), []).append(op.id)
         for inner in node_cost.unsupported:  # ops without a rule inside If/Loop/Scan bodies
             unsupported.setdefault(inner, []).append(op.id)
-    weights: dict[str, tuple[float, float]] = {}
-    for node_cost in node_costs:
-        if node_cost.weights:  # most nodes read none
+        if node_cost.weights:
             merge_weights(weights, node_cost.weights)
-    warnings = _shape_warnings(ir, node_costs) + _branch_warnings(ir, node_costs)
-    warnings += [line for node_cost in node_costs for line in node_cost.warnings]  # inside If/Loop/Scan bodies
+    special = [(ir.ops[i], node_costs[i]) for i in notable]
+    warnings = _shape_warnings(ir, special) + _branch_warnings(special)
+    warnings += [line for _, node_cost in special for line in node_cost.warnings]  # inside If/Loop/Scan bodies
     return CostedModel(
         bound=bound,
         node_costs=tuple(node_costs),
-        op_classes=tuple(classes),
-        wanted=tuple(wanted),
+        op_classes=tuple(map(itemgetter(2), rows)),
+        wanted=tuple(map(itemgetter(1), rows)),
         compute_density=tuple(densities),
         weights=MappingProxyType(weights),
         peak=peak_activation_memory(ir),
         unsupported=MappingProxyType({k: tuple(v) for k, v in unsupported.items()}),
         warnings=tuple(warnings),
-        descriptors=node_descriptors(ir.ops, classes),
+        descriptors=tuple(map(itemgetter(3), rows)),
         sparse=sparse,
     )
 
 
-def node_descriptors(ops: Sequence[OpView], op_classes: Sequence[OpClass]) -> tuple[KernelDescriptor, ...]:
-    """Each node on its own as a kernel: its class, GEMM view, convolution geometry and dtypes. The nodes without a
-    GEMM view (most of them) share one descriptor per (class, dtype): equal values, built once, not once a node.
-    Nothing here depends on a platform: the cost stage makes them once, and every placement of the costing reads
-    them (``compare`` on the 24 bundled platforms made them 24 times, ~3 ms each on the 7B-shaped graph)."""
-    shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
-    descriptors: list[KernelDescriptor] = []
-    for op, kind in zip(ops, op_classes, strict=True):
-        gemm, dtype = array_gemm(op), op.dtype
-        if gemm is not None:
-            conv = conv_geometry(op)
-            descriptors.append(
-                KernelDescriptor(str(kind), gemm, dtype, conv=conv, accumulation=accumulation_dtype(dtype))
-            )
+#: One node's costing: its NodeCost, the precision it asks for, its efficiency class, its descriptor.
+_Row = tuple[NodeCost, str, OpClass, KernelDescriptor]
+
+
+def _skip_zeros(
+    ops: Sequence[OpView],
+    rows: Sequence[_Row],
+    tensor_density: DensityMap,
+    sparse: tuple[str, frozenset[str]],
+    platform: Platform,
+    node_costs: list[NodeCost],
+    densities: list[float],
+) -> None:
+    """What-if ``skip_compute``: each costed node with MACs computes ``compute_density`` of them
+    (:func:`~onnxroof.analysis.whatif.compute_density` of its operands' densities, the platform's sparsity pattern,
+    and whether its precision has a sparse peak); ``node_costs`` and ``densities`` updated in place where below 1."""
+    resolved: dict[str, str] = {}
+    for i, (op, (node_cost, want, _, _)) in enumerate(zip(ops, rows, strict=True)):
+        if node_cost.state != NodeState.COSTED or node_cost.cost.macs <= 0:
             continue
-        key = (kind, dtype)
-        if key not in shared:
-            shared[key] = KernelDescriptor(str(kind), None, dtype, accumulation=accumulation_dtype(dtype))
-        descriptors.append(shared[key])
-    return tuple(descriptors)
+        used = resolved.get(want) or resolved.setdefault(want, resolve_precision(platform, want))
+        density = compute_density(sparse[0], used in sparse[1], *operand_densities(op.inputs, tensor_density))
+        densities[i] = density
+        if density < 1.0:
+            node_costs[i] = replace(node_cost, cost=skip_zeros(node_cost.cost, density))
+
+
+def node_descriptors(ops: Sequence[OpView], op_classes: Sequence[OpClass]) -> tuple[KernelDescriptor, ...]:
+    """Each node on its own as a kernel (:func:`_descriptor`). Nothing here depends on a platform: the cost stage
+    makes them once (one per distinct node, :func:`cost`), and every placement of the costing reads them."""
+    shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
+    return tuple(_descriptor(op, kind, shared) for op, kind in zip(ops, op_classes, strict=True))
+
+
+def _descriptor(op: OpView, kind: OpClass, shared: dict[tuple[OpClass, str], KernelDescriptor]) -> KernelDescriptor:
+    """``op`` on its own as a kernel: its class, GEMM view, convolution geometry and dtypes. The nodes without a
+    GEMM view (most of them) share one descriptor per (class, dtype) in ``shared``: equal values, built once."""
+    gemm, dtype = array_gemm(op), op.dtype
+    if gemm is not None:
+        return KernelDescriptor(str(kind), gemm, dtype, conv=conv_geometry(op), accumulation=accumulation_dtype(dtype))
+    key = (kind, dtype)
+    if key not in shared:
+        shared[key] = KernelDescriptor(str(kind), None, dtype, accumulation=accumulation_dtype(dtype))
+    return shared[key]
 
 
 def _node_class(op: OpView, by_type: dict[tuple[str, str], OpClass]) -> OpClass:
@@ -289,10 +313,10 @@ def raise_if_incomplete(costed: CostedModel) -> None:
         raise StrictError(f"--strict: not every node could be costed: {', '.join(parts)}")
 
 
-def _branch_warnings(ir: ModelIR, node_costs: Sequence[NodeCost]) -> list[str]:
+def _branch_warnings(nodes: Sequence[tuple[OpView, NodeCost]]) -> list[str]:
     """An ``If`` on a model input costs its more expensive branch: say which, and how to pick the other."""
     warnings = []
-    for op, node_cost in zip(ir.ops, node_costs, strict=True):
+    for op, node_cost in nodes:
         cond = op.input(0) if op.op_type == "If" else None
         if cond is None or cond.role != Role.INPUT or not node_cost.branch:
             continue
@@ -304,10 +328,10 @@ def _branch_warnings(ir: ModelIR, node_costs: Sequence[NodeCost]) -> list[str]:
     return warnings
 
 
-def _shape_warnings(ir: ModelIR, node_costs: Sequence[NodeCost]) -> list[str]:
+def _shape_warnings(ir: ModelIR, nodes: Sequence[tuple[OpView, NodeCost]]) -> list[str]:
     producer = ir.index.producer
     warnings = []
-    for op, node_cost in zip(ir.ops, node_costs, strict=True):
+    for op, node_cost in nodes:
         if node_cost.state == NodeState.UNKNOWN_SHAPE:
             tensor = node_cost.missing_tensor or "?"
             origin = producer.get(tensor)
@@ -354,7 +378,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     decomposed-function matches are replayed where the facts the matcher reads are equal
     (:func:`onnxroof.fusion.match.apply_functions`), and matched afresh otherwise; the result is the same."""
     ir = costed.bound.ir
-    costs = {op.id: node_cost for op, node_cost in zip(ir.ops, costed.node_costs, strict=True)}
+    costs = dict(zip(map(attrgetter("id"), ir.ops), costed.node_costs, strict=True))
     graph = FusionGraph(ir, costs)
     reuse = prior.functions if prior is not None and prior.profile == profile else None
     fusion, run = fuse_with_bodies(ir, costs, profile, graph, reuse)
@@ -363,7 +387,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
     for row, kernel in enumerate(fusion.kernels):
         if run is None:  # no control-flow body: every kernel's members are nodes of the IR
-            ops = [op_of[n] for n in kernel.node_ids]
+            ops = list(map(op_of.__getitem__, kernel.node_ids))
             anchors.append(position[kernel.node_ids[0]])
             single = len(kernel.node_ids) == 1
             launches.append(costs[kernel.node_ids[0]].launches if single else 1)
@@ -371,7 +395,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
             ops = list(run[row].ops)
             anchors.append(position[run[row].anchor])
             launches.append(run[row].launches)
-        types = tuple(op.op_type for op in ops)
+        types = tuple(map(attrgetter("op_type"), ops))
         types = type_lists.setdefault(types, types)
         op_types.append(types)
         descriptors.append(describe(ops, kernel.patterns, types))

@@ -4,15 +4,16 @@ utilization) and the time per op type. Pure functions of node and kernel results
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 from types import MappingProxyType
 
 import numpy as np
 
 from onnxroof.analysis.liveness import PeakMemory
 from onnxroof.analysis.results import NodeTable
-from onnxroof.core.cost import Cost
 from onnxroof.core.states import NodeState
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.kernels import Bounds, KernelTable, fused_bounds, memory_bound_share
@@ -84,20 +85,21 @@ def build_totals(
     (:func:`onnxroof.load.reader.stored_weight_bytes`), kept beside ``weight_bytes`` = Σ bytes of ``weights``,
     what the bound graph reads. Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)
-    running = [c.state == NodeState.COSTED for c in nodes.node_costs]
-    costs = [cost for cost, runs in zip(nodes.costs, running, strict=True) if runs]
-    node_latency = nodes.figures.latency_s.tolist()
+    node_states = list(map(attrgetter("state"), nodes.node_costs))
+    running = list(map(NodeState.COSTED.__eq__, node_states))
+    costs = list(compress(nodes.costs, running))
+    flops = sum(map(attrgetter("flops"), costs))
     figures = kernels.figures
     layout = kernels.layout
-    layout_latency = sum(t for t, copy in zip(figures.latency_s.tolist(), layout, strict=True) if copy)
-    states = Counter(c.state for c in nodes.node_costs)
+    layout_latency = sum(compress(figures.latency_s.tolist(), layout))
+    states = Counter(node_states)
     return Totals(
-        flops=sum(c.flops for c in costs),
-        macs=sum(c.macs for c in costs),
+        flops=flops,
+        macs=sum(map(attrgetter("macs"), costs)),
         params=float(sum(numel for numel, _ in weights.values())),
         weight_bytes=float(sum(nbytes for _, nbytes in weights.values())),
-        bytes_read=sum(c.bytes_read for c in costs),
-        bytes_written=sum(c.bytes_written for c in costs),
+        bytes_read=sum(map(attrgetter("bytes_read"), costs)),
+        bytes_written=sum(map(attrgetter("bytes_written"), costs)),
         latency_s=fused.latency_s + graph_launch_s,
         compute_time_s=sum(figures.t_compute_s.tolist()),
         memory_time_s=sum(figures.t_memory_s.tolist()),
@@ -109,13 +111,13 @@ def build_totals(
         kernels=len(kernels),
         states=MappingProxyType({state: states.get(state, 0) for state in NodeState}),
         unfused=Bounds(
-            sum(c.flops for c in costs),
-            sum(c.bytes for c in costs),
-            sum(t for t, runs in zip(node_latency, running, strict=True) if runs),
+            flops,
+            sum(map(attrgetter("bytes"), costs)),
+            sum(compress(nodes.figures.latency_s.tolist(), running)),
         ),
         fused=fused,
         ideal=Bounds(
-            sum(cost.flops for cost in kernels.costs),
+            sum(map(attrgetter("flops"), kernels.costs)),
             sum(kernels.ideal_bytes),
             sum(kernels.ideal_latency_s.tolist()),
         ),
@@ -162,9 +164,17 @@ def op_type_rows(
     """Per op type: node counts, FLOPs, bytes and params summed over its nodes (unfused); time = the predicted
     time of the kernels anchored on nodes of that type (a Conv+BN+Relu kernel counts as Conv time), so the
     shares add up to the fused estimate. ``anchors``: each kernel's anchor node (its row in ``nodes``)."""
-    groups: dict[tuple[str, str], list[Cost]] = {}
-    for op, cost in zip(nodes.ops, nodes.costs, strict=True):
-        groups.setdefault((op.domain, op.op_type), []).append(cost)
+    ops = nodes.ops
+
+    def keys() -> Iterator[tuple[str, str]]:  # (domain, op type) per node, made as read: no list of a pair a node
+        return zip(map(attrgetter("domain"), ops), map(attrgetter("op_type"), ops), strict=True)
+
+    number = {key: i for i, key in enumerate(dict.fromkeys(keys()))}  # each type in order of its first node
+    codes = np.fromiter(map(number.__getitem__, keys()), np.intp, len(ops))
+    order = np.argsort(codes, kind="stable")  # rows grouped by type, in row order within each
+    bounds = np.searchsorted(codes[order], np.arange(len(number) + 1))
+    costs = nodes.costs
+    groups = {key: [costs[row] for row in order[bounds[i] : bounds[i + 1]].tolist()] for key, i in number.items()}
     kernel_time: dict[tuple[str, str], float] = {}
     for row, latency in zip(anchors.tolist(), kernels.figures.latency_s.tolist(), strict=True):
         anchor = nodes.ops[row]
@@ -175,10 +185,10 @@ def op_type_rows(
             op_type=op_type,
             domain=domain,
             count=len(members),
-            flops=sum(m.flops for m in members),
-            macs=sum(m.macs for m in members),
-            bytes=sum(m.bytes for m in members),
-            params=sum(m.params for m in members),
+            flops=sum(map(attrgetter("flops"), members)),
+            macs=sum(map(attrgetter("macs"), members)),
+            bytes=sum(map(attrgetter("bytes"), members)),
+            params=sum(map(attrgetter("params"), members)),
             latency_s=kernel_time.get((domain, op_type), 0.0),
             share=kernel_time.get((domain, op_type), 0.0) / total_latency if total_latency > 0 else 0.0,
         )

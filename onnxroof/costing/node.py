@@ -220,9 +220,8 @@ def cost_signature(op: OpView) -> tuple[object, ...] | None:
     item sizes and roles; names and ids enter only the weights (excluded here) and error messages (an error is
     raised, never kept). So two nodes with one signature get one :class:`NodeCost` (when costed by a rule), one
     efficiency class and one wanted precision: the cost stage costs each distinct signature once
-    (:func:`onnxroof.analysis.stages.cost`), as a model repeats its layers. Building the key costs ~1.5 µs a
-    node against ~10 µs for a rule call with its contract check, the precision and the class (the
-    200 k-node chain's cost stage: 2.3 → 1.1 s CPU)."""
+    (:func:`onnxroof.analysis.stages.cost`), as a model repeats its layers: building the key costs a fraction
+    of a rule call with its contract check, the precision, the class and the descriptor."""
     if op.subgraphs:
         return None
     attrs = op.attrs
@@ -248,14 +247,16 @@ def cost_signature(op: OpView) -> tuple[object, ...] | None:
 
 
 def shareable(node_cost: NodeCost) -> bool:
-    """Whether ``node_cost`` holds nothing of its node beyond its :func:`cost_signature`: one of the costs shared
-    by every folded or data-free node, or costed by a rule (no note: not through a function body) with no
-    weights, bodies, warnings or unsupported ops inside it. (An unknown shape names its tensor: not shared.)"""
-    if node_cost is _FOLDED or node_cost is _NOT_FOLDED or node_cost.state == NodeState.ZERO:
-        return node_cost.missing_tensor is None
+    """Whether ``node_cost`` holds nothing of its node beyond its :func:`cost_signature`: the cost shared by every
+    folded node or one of a data-free node, or costed by a rule (no note: not through a function body); in each
+    case with no weights, bodies, warnings or unsupported ops inside it. Not shared: an unknown shape (it names
+    its tensor) and an unsupported node (the cost stage lists it by id), so the cost stage finds the unsupported
+    ops, weights and warnings among the nodes whose cost is their own."""
+    if node_cost.state == NodeState.UNSUPPORTED or node_cost.missing_tensor is not None:
+        return False
     return (
-        node_cost.state == NodeState.COSTED
-        and not node_cost.note
+        (node_cost is _FOLDED or node_cost.state in (NodeState.ZERO, NodeState.COSTED))
+        and (node_cost.state != NodeState.COSTED or not node_cost.note)
         and not node_cost.weights
         and node_cost.body is None
         and not node_cost.warnings

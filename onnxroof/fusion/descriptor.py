@@ -4,9 +4,11 @@ from the kernel's members and the patterns that fused them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
 
 from onnxroof.core.descriptor import KernelDescriptor, accumulation_dtype, conv_geometry
-from onnxroof.core.gemm import array_gemm
+from onnxroof.core.gemm import ARRAY_OPS, array_gemm
 from onnxroof.core.ir import OpView
 from onnxroof.core.states import Role
 from onnxroof.costing.opclass import input_channels
@@ -21,10 +23,11 @@ def describe(ops: Sequence[OpView], patterns: tuple[str, ...], op_types: tuple[s
     (each once, in member order), and the input dtypes and weight positions of the GEMM member (else the
     anchor)."""
     anchor = ops[0]
-    weights = dict.fromkeys(t.name for op in ops for t in op.inputs if t is not None and t.role == Role.WEIGHT)
+    read = chain.from_iterable(map(attrgetter("inputs"), ops))
+    weights = dict.fromkeys(t.name for t in read if t is not None and t.role == Role.WEIGHT)
     member, gemm = anchor, None
     for op in ops:
-        shape = array_gemm(op)
+        shape = array_gemm(op) if op.op_type in ARRAY_OPS else None  # the test first: most members are none
         if shape is not None:
             member, gemm = op, shape
             break

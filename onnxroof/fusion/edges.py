@@ -19,8 +19,9 @@ from onnxroof.fusion.patterns import CONSUMER, OPERAND, EdgePattern
 
 def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
     """Grow every unit by ``edges`` (anchors in topological order), then explain the orphans."""
-    if not edges:
-        return
+    present = state.g.unit_keys  # a unit's op type is its node's until a pattern merges it
+    if not any(present.intersection(p.anchor) or present.intersection(p.orphans) for p in edges):
+        return  # no node a pattern anchors on or explains: nothing to grow, no orphan
     by_anchor: dict[str, list[EdgePattern]] = {}  # op type -> the patterns it anchors, in order
     for p in edges:
         for op_type in p.anchor:

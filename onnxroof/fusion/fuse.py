@@ -46,6 +46,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 from types import MappingProxyType
 
 from onnxroof.core.cost import Cost, merge_weights
@@ -57,7 +59,7 @@ from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.checks import CHECKS, NOT_A_CANDIDATE
 from onnxroof.fusion.edges import apply_edges
-from onnxroof.fusion.graph import FusionGraph, PassState
+from onnxroof.fusion.graph import FusionGraph, OpTypeFacts, PassState
 from onnxroof.fusion.match import FunctionMatches, apply_functions
 from onnxroof.fusion.patterns import (
     PATTERNS,
@@ -115,25 +117,35 @@ def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Co
     if len(nodes) == 1:
         op = g.ops[nodes[0]]
         return node_costs[nodes[0]].cost, g.types[op.domain][op.op_type].elementwise
-    costs = [node_costs[n] for n in nodes]
+    costs = list(map(node_costs.__getitem__, nodes))
     kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
     flops, macs, params = _member_compute(kept)
-    sum_read = sum(c.cost.bytes_read for c in costs)
-    sum_written = sum(c.cost.bytes_written for c in costs)
+    figures = list(map(attrgetter("cost"), costs))
+    sum_read = sum(map(attrgetter("bytes_read"), figures))
+    sum_written = sum(map(attrgetter("bytes_written"), figures))
+    ops = list(map(g.ops.__getitem__, nodes))
+    types = {(op.domain, op.op_type): g.types[op.domain][op.op_type] for op in _distinct_types(ops)}
     try:
-        outside_read, escaping = _boundary_traffic(nodes, folded, g)
+        outside_read, escaping = _boundary_traffic(nodes, ops, types, folded, g)
         bytes_read, bytes_written = min(outside_read, sum_read), min(escaping, sum_written)
     except ShapeUnknown:
         bytes_read, bytes_written = sum_read, sum_written
     cost = Cost(float(flops), float(macs), float(bytes_read), float(bytes_written), params)
-    return cost, g.all_elementwise(nodes)
+    return cost, all(facts.elementwise for facts in types.values())
+
+
+def _distinct_types(ops: list[OpView]) -> list[OpView]:
+    """One op of each (domain, op type) among ``ops``."""
+    keys = zip(map(attrgetter("domain"), ops), map(attrgetter("op_type"), ops), strict=True)
+    return list(dict(zip(keys, ops, strict=True)).values())
 
 
 def _member_compute(kept: list[NodeCost]) -> tuple[float, float, float]:
     """FLOPs = Σ FLOPs of ``kept`` (the non-folded members), MACs likewise, and params = elements of their
     distinct weights (a weight two members read counts once)."""
-    flops = sum(c.cost.flops for c in kept)
-    macs = sum(c.cost.macs for c in kept)
+    figures = [c.cost for c in kept]
+    flops = sum(map(attrgetter("flops"), figures))
+    macs = sum(map(attrgetter("macs"), figures))
     weights: dict[str, tuple[float, float]] = {}
     for c in kept:
         if c.weights:
@@ -141,32 +153,41 @@ def _member_compute(kept: list[NodeCost]) -> tuple[float, float, float]:
     return flops, macs, float(sum(numel for numel, _ in weights.values()))
 
 
-def _boundary_traffic(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[float, float]:
-    """Bytes the kernel of ``nodes`` reads from outside and writes for outside, uncapped.
+def _boundary_traffic(
+    nodes: list[str], ops: list[OpView], types: Mapping[tuple[str, str], OpTypeFacts], folded: set[str], g: FusionGraph
+) -> tuple[float, float]:
+    """Bytes the kernel of ``nodes`` (``ops``, of the op ``types`` given) reads from outside and writes for outside,
+    uncapped.
 
-    read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) whose producer is no
-    member, over the charged inputs (:func:`_charged_inputs`); written = Σ bytes of member outputs that
+    read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) that no member produces,
+    over the charged inputs (:func:`_charged_inputs`), in member order; written = Σ bytes of member outputs that
     :meth:`~onnxroof.fusion.graph.FusionGraph.escapes` (a tensor read only by members answers without walking
-    its users). One pass over the members' tensors, with the members' set built once; raises
-    :class:`ShapeUnknown` when a tensor's size is unknown."""
-    ops, members = g.ops, set(nodes)
-    view_source, producer = g.index.view_source, g.producer
+    its users). The members' tensors are gathered once, as two columns (a buffer a member produces is no read;
+    every input is charged when nothing is folded and no type has config inputs); raises :class:`ShapeUnknown`
+    when a tensor's size is unknown."""
+    outputs = [t for t in chain.from_iterable(map(attrgetter("outputs"), ops)) if t is not None]
+    produced = {t.name for t in outputs}
+    if folded or any(facts.entry is not None and facts.entry.config_inputs for facts in types.values()):
+        inputs = chain.from_iterable(_charged_inputs(op, op.id in folded, g) for op in ops)
+    else:
+        inputs = chain.from_iterable(map(attrgetter("inputs"), ops))
+    view_source, root = g.index.view_source, g.root
     reads: dict[str, float] = {}
-    written = 0.0
-    for n in nodes:
-        op = ops[n]
-        for t in _charged_inputs(op, n in folded, g):
-            if t is None:
-                continue
-            name = t.name
-            if name in view_source:
-                name = g.root(name)
-            if producer.get(name) in members or name in reads:
-                continue
+    for t in inputs:
+        if t is None:
+            continue
+        name = t.name
+        if name in view_source:
+            name = root(name)
+        if name not in produced and name not in reads:
             reads[name] = t.nbytes
-        for t in op.outputs:
-            if t is not None and g.escapes(t.name, members):
-                written += t.nbytes
+    members, consumers, exported, aliased = set(nodes), g.consumers, g.outputs, g.alias_children
+    maybe = [  # outputs a non-member may read (escapes()'s quick test, as one pass)
+        t
+        for t in outputs
+        if t.name in exported or t.name in aliased or not members.issuperset(consumers.get(t.name, ()))
+    ]
+    written = sum((t.nbytes for t in maybe if g.escapes(t.name, members)), 0.0)
     return sum(reads.values()), written
 
 
@@ -184,24 +205,25 @@ def _charged_inputs(op: OpView, folded_member: bool, g: FusionGraph) -> tuple[Te
 
 
 def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
+    """The kernels, numbered in the order of their anchors: one per unit, and one per costed node whose unit was
+    never made (:meth:`~onnxroof.fusion.graph.Units.anchored`: the node alone)."""
     g = state.g
-    ordered = [u for node, u in state.unit_of.items() if u.anchor == node]  # each once, by anchor position
     kernels = []
-    for number, unit in enumerate(ordered, start=1):
-        if len(unit.nodes) == 1:
-            nodes = unit.nodes
+    for number, (anchor, unit) in enumerate(state.unit_of.anchored(), start=1):
+        if unit is None or len(unit.nodes) == 1:
+            nodes = [anchor]
         else:
-            rest = sorted((n for n in unit.nodes if n != unit.anchor), key=g.position.__getitem__)
-            nodes = [unit.anchor, *rest]
-        folded = set(unit.folded)
+            rest = sorted((n for n in unit.nodes if n != anchor), key=g.position.__getitem__)
+            nodes = [anchor, *rest]
+        folded = set(unit.folded) if unit is not None else set()
         cost, elementwise = _kernel_cost(nodes, folded, g)
-        layout = len(nodes) == 1 and g.kind(unit.anchor) == RuleKind.LAYOUT
+        layout = len(nodes) == 1 and g.kind(anchor) == RuleKind.LAYOUT
         free = layout or elementwise
         ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
         kernels.append(
             Kernel(
                 id=f"k{number}",
-                patterns=tuple(unit.patterns),
+                patterns=unit.patterns if unit is not None else (),
                 node_ids=tuple(nodes),
                 cost=cost,
                 ideal=ideal,

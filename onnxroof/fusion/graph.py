@@ -8,7 +8,9 @@ elementwise); :class:`Unit` is one kernel under construction; and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
+from operator import attrgetter
 from typing import NamedTuple
 
 from onnxroof.core.ir import ModelIR, OpView
@@ -20,16 +22,18 @@ from onnxroof.rules import REGISTRY
 #: Ops costed by other rule families that are elementwise too: (de)quantization is a per-element scale and
 #: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
 _ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+_PLAIN_DOMAINS = frozenset({"", "com.microsoft"})  # op keys without a domain prefix
 
 # ------------------------------------------------------------------------------------ the graph context
 
 
-class _OpType(NamedTuple):
+class OpTypeFacts(NamedTuple):
     """What the pass needs to know about an op type (shared by every node of that type)."""
 
     entry: RuleEntry | None
     kind: str  # the rule's kind, "" without a rule
     elementwise: bool  # an elementwise rule, or a (de)quantization (``_ELEMENTWISE_OPS``)
+    key: str  # what a unit of one such node is named by patterns: the op type, prefixed by a domain not plain
 
 
 class FusionGraph:
@@ -43,14 +47,22 @@ class FusionGraph:
     def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost]) -> None:
         self.ir = ir
         self.costs = node_costs
-        self.ops: dict[str, OpView] = {op.id: op for op in ir.ops}
-        self.position: dict[str, int] = {op.id: i for i, op in enumerate(ir.ops)}
-        self.types: dict[str, dict[str, _OpType]] = {}  # domain -> op_type -> facts
+        ids = list(map(attrgetter("id"), ir.ops))
+        self.ops: dict[str, OpView] = dict(zip(ids, ir.ops, strict=True))
+        self.position: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))
+        costed = NodeState.COSTED
+        self.costed_at = bytes(c is not None and c.state == costed for c in map(node_costs.get, ids))
+        """1 at the position of each costed node (a kernel member), 0 elsewhere."""
+        self.types: dict[str, dict[str, OpTypeFacts]] = {}  # domain -> op_type -> facts
         for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}:
             entry = REGISTRY.lookup(domain, op_type)
             elementwise = entry is not None and (entry.family == "elementwise" or op_type in _ELEMENTWISE_OPS)
-            facts = _OpType(entry, entry.kind if entry is not None else "", elementwise)
+            key = op_type if domain in _PLAIN_DOMAINS else f"{domain}::{op_type}"
+            facts = OpTypeFacts(entry, entry.kind if entry is not None else "", elementwise, key)
             self.types.setdefault(domain, {})[op_type] = facts
+        self.unit_keys = frozenset(facts.key for by_type in self.types.values() for facts in by_type.values())
+        """The op keys (:attr:`Unit.op_type`) of the graph's op types: a pass none of whose patterns names one
+        has nothing to do."""
         self.index = ir.index
         self.producer: Mapping[str, str] = self.index.producer
         self.consumers: Mapping[str, tuple[str, ...]] = self.index.consumers
@@ -58,7 +70,7 @@ class FusionGraph:
         self.outputs = frozenset(ir.graph_outputs)
         self._users: dict[str, tuple[tuple[str, ...], bool]] = {}
 
-    def op_type(self, node: str) -> _OpType:
+    def op_type(self, node: str) -> OpTypeFacts:
         op = self.ops[node]
         return self.types[op.domain][op.op_type]
 
@@ -108,14 +120,25 @@ class FusionGraph:
     def escapes(self, name: str, members: set[str]) -> bool:
         """Whether ``name``'s data is used outside ``members`` (or is a graph output). A tensor whose direct
         readers are all members and that no view aliases needs no :meth:`users` walk (nor its cache entry)."""
-        if name not in self.outputs and name not in self.alias_children:
-            for node in self.consumers.get(name, ()):
-                if node not in members:
-                    break
-            else:
-                return False
+        if (
+            name not in self.outputs
+            and name not in self.alias_children
+            and members.issuperset(self.consumers.get(name, ()))
+        ):
+            return False
         users, exported = self.users(name)
         return exported or any(u not in members for u in users)
+
+    def private(self, nodes: Iterable[str], inside: set[str]) -> bool:
+        """Whether every output of ``nodes`` is used only by ``inside`` (through views; no graph output)."""
+        for node in nodes:
+            for t in self.ops[node].outputs:
+                if t is None:
+                    continue
+                users, exported = self.users(t.name)
+                if exported or not inside.issuperset(users):
+                    return False
+        return True
 
     def label(self, node: str) -> str:
         return f"{self.ops[node].op_type} {node}"
@@ -140,13 +163,6 @@ class Unit:
         self.alive = True
 
 
-_PLAIN_DOMAINS = frozenset({"", "com.microsoft"})  # op keys without a domain prefix
-
-
-def _op_key(op: OpView) -> str:
-    return op.op_type if op.domain in _PLAIN_DOMAINS else f"{op.domain}::{op.op_type}"
-
-
 class MissRecord(NamedTuple):
     """A candidate that did not fuse, as the pass records it (the result's :class:`onnxroof.core.kernel.Miss`)."""
 
@@ -155,19 +171,83 @@ class MissRecord(NamedTuple):
     reason: str
 
 
+class Units:
+    """Who owns which node while the pass runs: node id -> its :class:`Unit`, for the costed nodes.
+
+    A costed node that no pattern has asked about is a unit of its own, made on first access (``get``,
+    ``[node]``, :meth:`items`): a graph of a million nodes that fuse into a few kernels makes a few
+    :class:`Unit` objects, not a million. :meth:`made` answers without making one; the pointwise pass and the
+    kernels (:meth:`anchored`) read an untouched node as its id."""
+
+    __slots__ = ("_graph", "_made", "made")
+
+    def __init__(self, graph: FusionGraph) -> None:
+        self._graph = graph
+        self._made: dict[str, Unit] = {}
+        self.made: Callable[[str], Unit | None] = self._made.get
+        """``made(node)``: ``node``'s unit if one was made (asked about, or merged), else None (none, or not made
+        yet); the dict's own ``get``, called for every node by the pointwise pass."""
+
+    def costed(self, node: str) -> bool:
+        """Whether ``node`` is costed (a kernel member: it has a unit)."""
+        position = self._graph.position.get(node)
+        return position is not None and bool(self._graph.costed_at[position])
+
+    def get(self, node: str) -> Unit | None:
+        """``node``'s unit (made now if it was not), None for a node that is no kernel member."""
+        unit = self._made.get(node)
+        if unit is None and self.costed(node):
+            unit = self._made[node] = Unit(node, self._graph.op_type(node).key, self.out_of(node))
+        return unit
+
+    def __getitem__(self, node: str) -> Unit:
+        unit = self.get(node)
+        if unit is None:
+            raise KeyError(node)
+        return unit
+
+    def __setitem__(self, node: str, unit: Unit) -> None:
+        self._made[node] = unit
+
+    def bind(self, nodes: Iterable[str], unit: Unit) -> None:
+        """``nodes`` now belong to ``unit`` (merged into it)."""
+        self._made.update(dict.fromkeys(nodes, unit))
+
+    def __contains__(self, node: str) -> bool:
+        return self.costed(node)
+
+    def out_of(self, node: str) -> str | None:
+        """The output of an untouched node's unit: the node's first output."""
+        first = self._graph.ops[node].output(0)
+        return first.name if first is not None else None
+
+    def items(self) -> Iterator[tuple[str, Unit]]:
+        """Every costed node with its unit (made on demand), in node order."""
+        for op in self._graph.ir.ops:
+            unit = self.get(op.id)
+            if unit is not None:
+                yield op.id, unit
+
+    def anchored(self) -> Iterator[tuple[str, Unit | None]]:
+        """Each unit once, in the order of its anchor: (anchor, the unit, or None for a costed node whose unit was
+        never made: a kernel of that node alone)."""
+        made, costed_at = self._made, self._graph.costed_at
+        for i, op in enumerate(self._graph.ir.ops):
+            node = op.id
+            unit = made.get(node)
+            if unit is None:
+                if costed_at[i]:
+                    yield node, None
+            elif unit.anchor == node:
+                yield node, unit
+
+
 class PassState:
     """State of one fusion pass: the units, who owns which node, the misses found so far."""
 
     def __init__(self, graph: FusionGraph) -> None:
         self.g = graph
-        self.unit_of: dict[str, Unit] = {}
-        costs, unit_of, costed = graph.costs, self.unit_of, NodeState.COSTED
-        for op in graph.ir.ops:
-            cost = costs.get(op.id)
-            if cost is not None and cost.state == costed:
-                outputs = op.outputs
-                out = outputs[0].name if outputs and outputs[0] is not None else None
-                unit_of[op.id] = Unit(op.id, _op_key(op), out)
+        self.unit_of = Units(graph)
         self.misses: list[MissRecord] = []
 
     def single(self, node: str) -> Unit | None:
@@ -190,28 +270,32 @@ class PassState:
         for node in other.nodes:
             self.unit_of[node] = unit
 
-    def merge_all(self, unit: Unit, others: Sequence[Unit], pattern: str, produces: str) -> None:
+    def merge_all(self, unit: Unit, others: Sequence[Unit | str], pattern: str, produces: str) -> None:
         """``merge(unit, other, pattern, False, produces, other.out)`` for each of ``others`` in turn, in one pass:
-        the same nodes, folded members, patterns (in order of first appearance), op type and output. (The
-        pointwise kernel of a chain merges every unit into one: the 200 k-node chain's pointwise pass 0.56-0.63 →
-        0.44-0.55 s CPU against one :meth:`merge` a unit.)"""
+        the same nodes, folded members, patterns (in order of first appearance), op type and output. An other given
+        as a node id is an untouched node's unit, never made (:class:`Units`): the node alone, nothing folded, no
+        pattern. (The pointwise kernel of a chain merges every unit into one.)"""
         if not others:
             return
         nodes, unit_of = unit.nodes, self.unit_of
         folded = list(unit.folded)
         patterns = dict.fromkeys(unit.patterns)
+        start = len(nodes)
         for other in others:
-            nodes.extend(other.nodes)
-            if other.folded:
-                folded.extend(other.folded)
-            if other.patterns:
-                patterns.update(dict.fromkeys(other.patterns))
+            if isinstance(other, str):
+                nodes.append(other)
+            else:
+                nodes.extend(other.nodes)
+                if other.folded:
+                    folded.extend(other.folded)
+                if other.patterns:
+                    patterns.update(dict.fromkeys(other.patterns))
+                other.alive = False
             patterns[pattern] = None
-            other.alive = False
-            for node in other.nodes:
-                unit_of[node] = unit
+        unit_of.bind(islice(nodes, start, None), unit)
         unit.folded = tuple(folded)
         unit.patterns = tuple(patterns)
         unit.op_type = produces
-        unit.out = others[-1].out
+        last = others[-1]
+        unit.out = unit_of.out_of(last) if isinstance(last, str) else last.out
         unit.function = False

@@ -37,7 +37,8 @@ class FunctionMatches:
     made from (:func:`matcher_facts`): another binding of the graph with equal facts replays them."""
 
     facts: tuple[object, ...] | None = field(repr=False)
-    """None: not reused (a graph with bodies)."""
+    """None: not reused (a graph with bodies, or one where no node's op type can start a function: matching it
+    again costs a look at its op types, so its facts are not built)."""
     matches: tuple[FunctionMatch, ...]
     misses: tuple[MissRecord, ...]
 
@@ -48,9 +49,8 @@ def matcher_facts(functions: Sequence[FunctionPattern], state: PassState) -> tup
     The patterns' names; the graph outputs; per node in topological order its id, op type and domain, its inputs
     (count, then each absent or its name and role: whether it is a constant), its outputs (count, then names)
     and whether it is costed (has a unit). Producers, consumers and view aliases are functions of these (the
-    graph index), and the rule kinds of the op types are the registry's. The lengths make the tuple unambiguous.
-    Built in ~0.7 ms for the 7B-shaped decoder's 2,757 nodes (a tuple per node took ~5 ms), compared in ~0.15
-    ms, against ~21 ms of matching."""
+    graph index), and the rule kinds of the op types are the registry's. The lengths make the tuple unambiguous
+    (one flat tuple, not a tuple per node: cheaper to build and to compare than the matching it saves)."""
     ir = state.g.ir
     facts: list[object] = [tuple(p.name for p in functions), tuple(ir.graph_outputs)]
     append, unit_of = facts.append, state.unit_of
@@ -79,15 +79,11 @@ def apply_functions(
 ) -> FunctionMatches | None:
     """Recognise ``functions`` on the nodes still alone in their unit, scanning in topological order; the
     decisions made (None when no function is enabled). ``prior``: another binding's decisions, replayed when its
-    :func:`matcher_facts` equal this graph's (the matching is a function of them); matched afresh otherwise."""
+    :func:`matcher_facts` equal this graph's (the matching is a function of them); matched afresh otherwise. A
+    graph where no node's op type can start a function is known to match nothing from its op types alone: its
+    facts are not built (a single analysis, which replays nothing, would build them for nothing)."""
     if not functions:
         return None
-    facts = matcher_facts(functions, state)
-    if prior is not None and facts is not None and prior.facts == facts:
-        for replayed in prior.matches:
-            _join(replayed, state)
-        state.misses.extend(prior.misses)
-        return prior
     starts: dict[str, list[FunctionPattern]] = {}
     for p in functions:
         for steps in p.variants:
@@ -97,6 +93,14 @@ def apply_functions(
                         starts[op_type].append(p)
                 if not step.optional:
                     break
+    if not any(op_type in starts for types in state.g.types.values() for op_type in types):
+        return FunctionMatches(None, (), ())  # no node can start a function: nothing to match, nor to replay
+    facts = matcher_facts(functions, state)
+    if prior is not None and facts is not None and prior.facts == facts:
+        for replayed in prior.matches:
+            _join(replayed, state)
+        state.misses.extend(prior.misses)
+        return prior
     first_miss = len(state.misses)
     matches: list[FunctionMatch] = []
     for op in state.g.ir.ops:

@@ -54,7 +54,9 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
         if len(units) < 2:
             continue
         if len(members) > 1 and blocks.runs:  # in the order of their first node, as if every run were apart
-            units.sort(key=lambda unit: min(position[n] for n in unit.nodes))
+            units.sort(
+                key=lambda unit: position[unit] if isinstance(unit, str) else min(map(position.__getitem__, unit.nodes))
+            )
         _merge(units, pattern, state)  # the head (first) unit's first node anchors the kernel
 
 
@@ -62,19 +64,20 @@ def _zeros(count: int) -> array:
     return array("q", bytes(8 * count))
 
 
-def _size_number(unit: Unit, op: OpView, state: PassState, size_number: dict[int, int]) -> int:
-    """The ``size`` of the block of ``unit`` (whose first node is ``op``): the number of its element count when
-    it is pointwise (elementwise-only, nothing folded into it, its output's shape static), numbered in
-    ``size_number`` in order of first sight (a count may exceed 64 bits), else -1."""
-    if unit.folded or unit.out is None:
-        return -1
+def _size_number(unit: Unit | None, op: OpView, state: PassState, size_number: dict[int, int]) -> int:
+    """The ``size`` of the block of ``unit`` (whose first node is ``op``; None: ``op``'s unit, never made, the node
+    alone): the number of its element count when it is pointwise (elementwise-only, nothing folded into it, its
+    output's shape static), numbered in ``size_number`` in order of first sight (a count may exceed 64 bits),
+    else -1."""
     g = state.g
-    if len(unit.nodes) == 1:  # a unit of one node: its output is the op's first (no lookup among every tensor)
+    if unit is not None and (unit.folded or unit.out is None):
+        return -1
+    if unit is None or len(unit.nodes) == 1:  # one node: its output is the op's first (no lookup among tensors)
         if not g.types[op.domain][op.op_type].elementwise:
             return -1
-        t = op.outputs[0]
+        t = op.outputs[0] if op.outputs else None
     elif g.all_elementwise(unit.nodes):
-        t = g.ir.tensors.get(unit.out)
+        t = g.ir.tensors.get(unit.out or "")
     else:
         return -1
     shape = t.shape if t is not None else None
@@ -104,7 +107,7 @@ class _Blocks:
         self.view = bytearray(n)
         self.preds = array("q")
         self.pred_start, self.pred_end = _zeros(n), _zeros(n)
-        self.runs: dict[int, list[Unit]] = {}  # block -> the units extending its run, in node order
+        self.runs: dict[int, list[str]] = {}  # block -> the nodes extending its run, in node order
         number_at = array("q", [-1]) * n  # node position -> block number
         seen = array("q", [-1]) * n  # the block whose producers are being gathered, per block (dedup)
         later = self._number(state, number_at, seen)
@@ -124,6 +127,7 @@ class _Blocks:
         not numbered yet. The producer gathering stays inline: it runs for every node of the model."""
         g = state.g
         position, producer, types, unit_of = g.position, g.producer, g.types, state.unit_of
+        made, costed_at = unit_of.made, g.costed_at
         items, sizes, views, preds = self.items, self.size, self.view, self.preds
         pred_start, pred_end = self.pred_start, self.pred_end
         size_number: dict[int, int] = {}  # element count -> its number, the value kept in ``size``
@@ -134,19 +138,21 @@ class _Blocks:
                 continue
             b += 1
             number_at[i] = b
-            unit = unit_of.get(op.id)
-            if unit is None:
+            unit = made(op.id)
+            if unit is None and not costed_at[i]:
                 items.append(op.id)
                 views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
             else:
-                sizes[b] = _size_number(unit, op, state, size_number)
-                run = self._run_of(unit, i, sizes[b], number_at, state)
+                sizes[b] = size = _size_number(unit, op, state, size_number)
+                run = self._run_of(op, i, size, number_at, state) if size >= 0 else -1
                 if run >= 0:  # b extends the run of its one producer: no block of its own
                     sizes[b] = -1
                     number_at[i] = run
-                    self.runs.setdefault(run, []).append(unit)
+                    self.runs.setdefault(run, []).append(op.id)
                     b -= 1
                     continue
+                if unit is None:
+                    unit = unit_of[op.id]
                 items.append(unit)
                 if len(unit.nodes) != 1:
                     for node in unit.nodes:
@@ -174,24 +180,21 @@ class _Blocks:
             later.append(b)
         return later
 
-    def _run_of(self, unit: Unit, i: int, size: int, number_at: array, state: PassState) -> int:
-        """The block whose run ``unit`` (the single-node unit of the ``i``-th op, of pointwise ``size``) extends,
+    def _run_of(self, op: OpView, i: int, size: int, number_at: array, state: PassState) -> int:
+        """The block whose run the single-node unit of ``op`` (the ``i``-th op, of pointwise ``size``) extends,
         else -1.
 
         A unit extends a run when its one producer node ``p`` is in a block of single-node units (a unit alone, or
         a run), pointwise of the same element count, and every output of ``p`` is read by this op alone. The
         grouping would put the op in ``p``'s group in any case (a block with one producer of its size joins it),
         and visit it right after ``p`` (its only successor, made ready last): taking it into ``p``'s block
-        changes no decision. A chain of a million Relus is then one block, not a million visited one by one
-        (the 200 k-node chain's pointwise pass: 1.16 → 0.54 s CPU). An op whose one input is the one output of the
-        op before it (a chain's usual case) finds ``p`` without looking it up (the 200 k-node chain's fusion stage:
-        1.79 → 1.62 s)."""
+        changes no decision. A chain of a million Relus is then one block, not a million visited one by one. An op
+        whose one input is the one output of the op before it (a chain's usual case) finds ``p`` without a lookup."""
         ops = state.g.ir.ops
-        op = ops[i]
-        if size < 0 or op.subgraphs:
-            return -1
         inputs, before = op.inputs, ops[i - 1].outputs if i else ()
         follows = len(inputs) == 1 and len(before) == 1 and inputs[0] is not None and inputs[0] is before[0]
+        if op.subgraphs:
+            return -1
         at = i - 1 if follows else self._producer_at(op, state)
         if at < 0:
             return -1
@@ -220,9 +223,18 @@ class _Blocks:
             p = q
         return -1 if p is None else state.g.position[p]
 
-    def units(self, b: int) -> list[Unit]:
-        """The units of pointwise block ``b`` in node order: its unit, then those extending its run."""
+    def units(self, b: int) -> list[Unit | str]:
+        """The units of pointwise block ``b`` in node order: its unit, then the nodes extending its run (each a
+        unit of one node, by id: made or not, :class:`~onnxroof.fusion.graph.Units`)."""
         return [self.unit(b), *self.runs.get(b, ())]
+
+    def nodes(self, b: int, state: PassState) -> list[str]:
+        """The nodes of pointwise block ``b``: its unit's, then those of the units extending its run."""
+        found = list(self.unit(b).nodes)
+        for node in self.runs.get(b, ()):
+            unit = state.unit_of.made(node)
+            found.extend(unit.nodes if unit is not None else (node,))
+        return found
 
     def _link_successors(self, count: int) -> None:
         """Each block's successors ``succs[succ_start[b]:succ_start[b + 1]]`` in block order, and its
@@ -463,9 +475,8 @@ class _Grouping:
             other = group[p]
             if other == mine or other in refused or self.dep[p] & bit:
                 continue
-            if not _private(
-                [u for v in self.grouped[other] for u in self.blocks.units(v)], self.blocks.units(b), self.state
-            ):
+            nodes = [n for v in self.grouped[other] for n in self.blocks.nodes(v, self.state)]
+            if not self.state.g.private(nodes, {*nodes, *self.blocks.nodes(b, self.state)}):
                 refused.add(other)
                 continue
             for u in self.grouped.pop(other):
@@ -474,25 +485,14 @@ class _Grouping:
             del self.bit[other]  # no block is in it any more
 
 
-def _merge(units: list[Unit], pattern: PointwisePattern, state: PassState) -> None:
-    """Merge a group's units, sorted by their first node, into the first, whose first node anchors the kernel."""
-    head = units[0]
+def _merge(units: list[Unit | str], pattern: PointwisePattern, state: PassState) -> None:
+    """Merge a group's units, sorted by their first node, into the first, whose first node anchors the kernel.
+    A unit given by a node id (a run's node, :meth:`_Blocks.units`) is that node's unit: the head is made if it
+    is one."""
+    first = units[0]
+    head = state.unit_of[first] if isinstance(first, str) else first
     anchor = min(head.nodes, key=state.g.position.__getitem__)
-    state.merge_all(head, units[1:], pattern.name, "Pointwise")
+    others = [state.unit_of.made(u) or u if isinstance(u, str) else u for u in units[1:]]
+    state.merge_all(head, others, pattern.name, "Pointwise")
     head.anchor = anchor
     head.patterns = (*(name for name in head.patterns if name != pattern.name), pattern.name)
-
-
-def _private(units: list[Unit], consumer: list[Unit], state: PassState) -> bool:
-    """Whether every output of ``units`` is used only inside them or by ``consumer``'s units (and is no graph
-    output)."""
-    inside = {id(u) for u in (*units, *consumer)}
-    for unit in units:
-        for node in unit.nodes:
-            for t in state.g.ops[node].outputs:
-                if t is None:
-                    continue
-                users, exported = state.g.users(t.name)
-                if exported or any(id(state.unit_of.get(u)) not in inside for u in users):
-                    return False
-    return True

@@ -32,7 +32,7 @@ too, added once by placement. A platform without a ``[gpu]`` table is placed by 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 
 import numpy as np
@@ -222,14 +222,22 @@ class Shapes:
     window: Floats
     groups: Floats
 
+    def take(self, rows: npt.NDArray[np.intp]) -> Shapes:
+        """The facts of ``rows`` only."""
+        return Shapes(*(getattr(self, f.name)[rows] for f in fields(self)))
+
 
 def shapes(descriptors: Sequence[object], rows: int) -> Shapes:
     """The :class:`Shapes` of ``descriptors`` (rows without a descriptor, or without a complete GEMM view, are not
     ``tiled``)."""
-    # per row, not through a table of distinct descriptors: hashing a descriptor (all its fields) costs more than
-    # _facts, which returns one shared constant tuple for the rows without a GEMM view (most of them)
-    facts = [_facts(d) for d in descriptors] if descriptors else [_facts(None)] * rows
-    columns = np.asarray(facts, dtype=np.float64).reshape(rows, 8)
+    # rows share descriptor objects (one per distinct node, the cost stage's): the facts of each object once, by
+    # identity (hashing a descriptor's fields would cost more than _facts), gathered per row
+    if not descriptors:
+        descriptors = [None] * rows
+    distinct = {id(d): d for d in descriptors}
+    number = {key: i for i, key in enumerate(distinct)}
+    table = np.asarray([_facts(d) for d in distinct.values()], dtype=np.float64).reshape(len(distinct), 8)
+    columns = table[np.fromiter(map(number.__getitem__, map(id, descriptors)), np.intp, rows)]
     return Shapes(columns[:, 0] > 0, *(columns[:, i] for i in range(1, 8)))
 
 
@@ -421,7 +429,11 @@ class GpuTime:
         share = 1.0 if platform.measured else np.where(tensor, 1.0, CUDA_CORE_GEMM_SHARE)
         tiled_peak = e * work.utilization * share * roofs.peak
         split = MAX_SPLIT_K if self.max_split_k is None else self.max_split_k
-        tiles = tile_time(s, tiled_peak / gpu.sm_count, item, fragment, gpu, l2_bandwidth / gpu.sm_count, split)
+        tiles = np.zeros(rows)  # read on the tiled rows only: the tile model runs on those alone
+        if tiled.any():
+            at = np.flatnonzero(tiled)
+            per_sm = tiled_peak[at] / gpu.sm_count
+            tiles[at] = tile_time(s.take(at), per_sm, item[at], fragment[at], gpu, l2_bandwidth / gpu.sm_count, split)
         cores = cuda_core_time(work.flops, e, platform)
         classes = work.op_class.astype(str)
         on_cores = few_channels | np.isin(classes, list(CUDA_CORE_CLASSES))

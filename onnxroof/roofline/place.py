@@ -228,8 +228,8 @@ def _none_unless(runs: npt.NDArray[np.bool_], bound: Objects) -> Objects:
 def by_key(keys: Objects, lookup: Callable[[Any], float | None]) -> Floats:
     """One float per row, ``lookup(key)`` called once per distinct key (None reads as NaN)."""
     rows = keys.tolist()
-    table = {key: lookup(key) for key in dict.fromkeys(rows)}
-    return floats([np.nan if (value := table[key]) is None else value for key in rows])
+    table = {key: np.nan if (value := lookup(key)) is None else value for key in dict.fromkeys(rows)}
+    return np.fromiter(map(table.__getitem__, rows), np.float64, len(rows))
 
 
 def roofs(work: Work, platform: Platform, runtime: Runtime | None = None) -> Roofs:
