@@ -283,7 +283,7 @@ def _place_nodes(
         bytes=np.fromiter(map(attrgetter("bytes"), costs), np.float64, rows),
         precision=precision,
         op_class=np.asarray(costed.op_classes, dtype=object),
-        runs=np.fromiter(map(NodeState.COSTED.__eq__, map(attrgetter("state"), node_costs)), bool, rows),
+        runs=np.fromiter((c.state == NodeState.COSTED for c in node_costs), bool, rows),
         launches=np.fromiter(map(attrgetter("launches"), node_costs), np.float64, rows),
         utilization=_node_utilization(ops, target),
         cold_bytes=np.zeros(len(ops)),

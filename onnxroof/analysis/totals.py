@@ -86,7 +86,7 @@ def build_totals(
     what the bound graph reads. Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)
     node_states = list(map(attrgetter("state"), nodes.node_costs))
-    running = list(map(NodeState.COSTED.__eq__, node_states))
+    running = [state == NodeState.COSTED for state in node_states]
     costs = list(compress(nodes.costs, running))
     flops = sum(map(attrgetter("flops"), costs))
     figures = kernels.figures
