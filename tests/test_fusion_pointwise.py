@@ -161,12 +161,30 @@ def test_a_chain_makes_one_unit(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.kernels[0].patterns == ("pointwise",)
 
 
+def test_anchored_members_come_in_node_order_and_kernels_start_at_the_anchor() -> None:
+    """Units.anchored() lists a unit at its anchor's position with its members' positions in node order, even when
+    the anchor is not its first node; the kernel's node ids and positions put the anchor first, then the rest."""
+    from onnxroof.fusion.fuse import _build_kernels
+
+    text = "a = Relu(x)\nb = Relu(a)\ny = Relu(b)"
+    ir, costs = analysed(model(text, "float[1,16] x", "float[1,16] y"))
+    state = graph.PassState(graph.FusionGraph(ir, costs))
+    middle = state.unit_of["1:Relu"]
+    state.merge(middle, state.unit_of["2:Relu"], "p", False, None, "y")
+    state.merge(middle, state.unit_of["0:Relu"], "p", False, None, "y")
+    assert middle.nodes == ["1:Relu", "2:Relu", "0:Relu"] and middle.anchor == "1:Relu"
+    assert state.unit_of.anchored() == [(1, middle, [0, 1, 2])]
+    (kernel,), (at,) = _build_kernels(state)
+    assert kernel.node_ids == ("1:Relu", "0:Relu", "2:Relu") and list(at) == [1, 0, 2]
+
+
 def test_never_made_units_are_kernels_of_their_node() -> None:
-    """Units.anchored(): a costed node whose unit nobody asked for is a kernel of that node alone, in node order."""
+    """Units.anchored(): a costed node whose unit nobody asked for is a kernel of that node alone, in node order
+    (anchor position, unit, member positions)."""
     ir, costs = analysed(model("a = Relu(x)\ny = Transpose<perm=[1, 0]>(a)", "float[1,16] x", "float[16,1] y"))
     state = graph.PassState(graph.FusionGraph(ir, costs))
     assert state.unit_of.made("1:Transpose") is None
-    assert list(state.unit_of.anchored()) == [("0:Relu", None), ("1:Transpose", None)]
+    assert state.unit_of.anchored() == [(0, None, [0]), (1, None, [1])]
     unit = state.unit_of["1:Transpose"]
     assert unit.nodes == ["1:Transpose"] and state.unit_of.made("1:Transpose") is unit
-    assert list(state.unit_of.anchored()) == [("0:Relu", None), ("1:Transpose", unit)]
+    assert state.unit_of.anchored() == [(0, None, [0]), (1, unit, [1])]

@@ -379,18 +379,18 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     (:func:`onnxroof.fusion.match.apply_functions`), and matched afresh otherwise; the result is the same."""
     ir = costed.bound.ir
     costs = dict(zip(map(attrgetter("id"), ir.ops), costed.node_costs, strict=True))
-    graph = FusionGraph(ir, costs)
+    graph = FusionGraph(ir, costs, costed.node_costs)
     reuse = prior.functions if prior is not None and prior.profile == profile else None
     fusion, run = fuse_with_bodies(ir, costs, profile, graph, reuse)
-    op_of, position = graph.ops, graph.position
+    position = graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
     for row, kernel in enumerate(fusion.kernels):
-        if run is None:  # no control-flow body: every kernel's members are nodes of the IR
-            ops = list(map(op_of.__getitem__, kernel.node_ids))
-            anchors.append(position[kernel.node_ids[0]])
-            single = len(kernel.node_ids) == 1
-            launches.append(costs[kernel.node_ids[0]].launches if single else 1)
+        if run is None:  # no control-flow body: every kernel's members are nodes of the IR, by position
+            at = fusion.positions[row]  # type: ignore[index]  # the graph's own kernels have their positions
+            ops = list(map(ir.ops.__getitem__, at))
+            anchors.append(at[0])
+            launches.append(costed.node_costs[at[0]].launches if len(at) == 1 else 1)
         else:
             ops = list(run[row].ops)
             anchors.append(position[run[row].anchor])

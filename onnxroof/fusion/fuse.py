@@ -44,7 +44,8 @@ Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace...).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
@@ -84,6 +85,9 @@ class FusionResult:
     functions: FunctionMatches | None = field(default=None, compare=False, repr=False)
     """Phase 1's decisions (:func:`~onnxroof.fusion.match.apply_functions`), for another binding of the model to
     replay (``fuse(..., prior=)``); None when no function pattern is enabled."""
+    positions: tuple[array, ...] | None = field(default=None, compare=False, repr=False)
+    """Each kernel's members as positions in the fused graph's ops, in the order of its ``node_ids``; None when
+    the kernels are not all the graph's own (control-flow bodies expanded, :mod:`onnxroof.fusion.bodies`)."""
 
     @functools.cached_property
     def _by_node(self) -> Mapping[str, Kernel]:
@@ -107,23 +111,23 @@ def profile_patterns(profile: str) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------- kernels
 
 
-def _kernel_cost(nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Cost, bool]:
-    """The cost of a kernel of ``nodes`` (see the module docstring), and whether every member is elementwise.
+def _kernel_cost(at: Sequence[int], nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Cost, bool]:
+    """The cost of a kernel of ``nodes`` (at positions ``at``; see the module docstring), and whether every member
+    is elementwise.
 
     FLOPs, MACs and params from the non-folded members (:func:`_member_compute`); traffic from what crosses the
     kernel's boundary (:func:`_boundary_traffic`), capped at the members' own sums, or those sums when a
     member's shape is unknown."""
-    node_costs = g.costs
-    if len(nodes) == 1:
-        op = g.ops[nodes[0]]
-        return node_costs[nodes[0]].cost, g.types[op.domain][op.op_type].elementwise
-    costs = list(map(node_costs.__getitem__, nodes))
+    cost_at, ir_ops = g.cost_at, g.ir.ops
+    if len(at) == 1:
+        return cost_at[at[0]].cost, g.type_at(at[0]).elementwise  # type: ignore[union-attr]  # a member is costed
+    costs: list[NodeCost] = list(map(cost_at.__getitem__, at))  # type: ignore[arg-type]  # members are costed
     kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
     flops, macs, params = _member_compute(kept)
     figures = list(map(attrgetter("cost"), costs))
     sum_read = sum(map(attrgetter("bytes_read"), figures))
     sum_written = sum(map(attrgetter("bytes_written"), figures))
-    ops = list(map(g.ops.__getitem__, nodes))
+    ops = list(map(ir_ops.__getitem__, at))
     types = {(op.domain, op.op_type): g.types[op.domain][op.op_type] for op in _distinct_types(ops)}
     try:
         outside_read, escaping = _boundary_traffic(nodes, ops, types, folded, g)
@@ -204,20 +208,19 @@ def _charged_inputs(op: OpView, folded_member: bool, g: FusionGraph) -> tuple[Te
     )
 
 
-def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
+def _build_kernels(state: PassState) -> tuple[tuple[Kernel, ...], tuple[array, ...]]:
     """The kernels, numbered in the order of their anchors: one per unit, and one per costed node whose unit was
-    never made (:meth:`~onnxroof.fusion.graph.Units.anchored`: the node alone)."""
+    never made (:meth:`~onnxroof.fusion.graph.Units.anchored`: the node alone); and each kernel's members as
+    positions in the IR's ops, in the order of its ``node_ids`` (the anchor, then the others in node order)."""
     g = state.g
-    kernels = []
-    for number, (anchor, unit) in enumerate(state.unit_of.anchored(), start=1):
-        if unit is None or len(unit.nodes) == 1:
-            nodes = [anchor]
-        else:
-            rest = sorted((n for n in unit.nodes if n != anchor), key=g.position.__getitem__)
-            nodes = [anchor, *rest]
+    ir_ops = g.ir.ops
+    kernels, positions = [], []
+    for number, (anchor, unit, members) in enumerate(state.unit_of.anchored(), start=1):
+        at = members if members[0] == anchor else [anchor, *(i for i in members if i != anchor)]
+        nodes = [ir_ops[i].id for i in at]
         folded = set(unit.folded) if unit is not None else set()
-        cost, elementwise = _kernel_cost(nodes, folded, g)
-        layout = len(nodes) == 1 and g.kind(anchor) == RuleKind.LAYOUT
+        cost, elementwise = _kernel_cost(at, nodes, folded, g)
+        layout = len(nodes) == 1 and g.type_at(anchor).kind == RuleKind.LAYOUT
         free = layout or elementwise
         ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
         kernels.append(
@@ -231,7 +234,8 @@ def _build_kernels(state: PassState) -> tuple[Kernel, ...]:
                 folded_nodes=tuple(n for n in nodes if n in folded) if folded else (),
             )
         )
-    return tuple(kernels)
+        positions.append(array("q", at))
+    return tuple(kernels), tuple(positions)
 
 
 def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, ...]:
@@ -281,8 +285,8 @@ def fuse(
     for p in patterns:
         if isinstance(p, PointwisePattern):
             apply_pointwise(p, state)
-    kernels = _build_kernels(state)
-    return FusionResult(profile, kernels, _final_misses(state, kernels), functions)
+    kernels, positions = _build_kernels(state)
+    return FusionResult(profile, kernels, _final_misses(state, kernels), functions, positions)
 
 
 __all__ = [

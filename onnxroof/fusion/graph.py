@@ -44,14 +44,19 @@ class FusionGraph:
     :meth:`all_elementwise`); which nodes are costed is the node costs' own state.
     """
 
-    def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost]) -> None:
+    def __init__(
+        self, ir: ModelIR, node_costs: Mapping[str, NodeCost], column: Sequence[NodeCost] | None = None
+    ) -> None:
         self.ir = ir
         self.costs = node_costs
         ids = list(map(attrgetter("id"), ir.ops))
         self.ops: dict[str, OpView] = dict(zip(ids, ir.ops, strict=True))
         self.position: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))
+        self.cost_at: Sequence[NodeCost | None] = column if column is not None else list(map(node_costs.get, ids))
+        """Each node's cost by position (``column``, the costs in node order, when the caller holds it: no lookup
+        per node), None for a node without one."""
         costed = NodeState.COSTED
-        self.costed_at = bytes(c is not None and c.state == costed for c in map(node_costs.get, ids))
+        self.costed_at = bytes(c is not None and c.state == costed for c in self.cost_at)
         """1 at the position of each costed node (a kernel member), 0 elsewhere."""
         self.types: dict[str, dict[str, OpTypeFacts]] = {}  # domain -> op_type -> facts
         for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}:
@@ -72,6 +77,11 @@ class FusionGraph:
 
     def op_type(self, node: str) -> OpTypeFacts:
         op = self.ops[node]
+        return self.types[op.domain][op.op_type]
+
+    def type_at(self, position: int) -> OpTypeFacts:
+        """The facts of the op type of the node at ``position`` (no lookup by id)."""
+        op = self.ir.ops[position]
         return self.types[op.domain][op.op_type]
 
     def entry(self, node: str) -> RuleEntry | None:
@@ -228,18 +238,30 @@ class Units:
             if unit is not None:
                 yield op.id, unit
 
-    def anchored(self) -> Iterator[tuple[str, Unit | None]]:
-        """Each unit once, in the order of its anchor: (anchor, the unit, or None for a costed node whose unit was
-        never made: a kernel of that node alone)."""
+    def anchored(self) -> list[tuple[int, Unit | None, list[int]]]:
+        """Each unit once, in the order of its anchor: (the anchor's position, the unit or None for a costed node
+        whose unit was never made: a kernel of that node alone, the positions of its members in node order).
+
+        One pass over the nodes finds each node's unit and hands out its position, so the members come in node
+        order without a lookup of their positions by id."""
         made, costed_at = self._made, self._graph.costed_at
+        anchored: list[tuple[int, Unit | None, list[int]]] = []
+        members: dict[int, list[int]] = {}  # id of a unit of several nodes -> the positions of its members
         for i, op in enumerate(self._graph.ir.ops):
             node = op.id
             unit = made.get(node)
             if unit is None:
                 if costed_at[i]:
-                    yield node, None
-            elif unit.anchor == node:
-                yield node, unit
+                    anchored.append((i, None, [i]))
+            elif len(unit.nodes) == 1:
+                if unit.anchor == node:
+                    anchored.append((i, unit, [i]))
+            else:
+                at = members.setdefault(id(unit), [])
+                at.append(i)
+                if unit.anchor == node:
+                    anchored.append((i, unit, at))
+        return anchored
 
 
 class PassState:
