@@ -378,10 +378,9 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     decomposed-function matches are replayed where the facts the matcher reads are equal
     (:func:`onnxroof.fusion.match.apply_functions`), and matched afresh otherwise; the result is the same."""
     ir = costed.bound.ir
-    costs = dict(zip(map(attrgetter("id"), ir.ops), costed.node_costs, strict=True))
-    graph = FusionGraph(ir, costs, costed.node_costs)
+    graph = FusionGraph(ir, costed.node_costs)
     reuse = prior.functions if prior is not None and prior.profile == profile else None
-    fusion, run = fuse_with_bodies(ir, costs, profile, graph, reuse)
+    fusion, run = fuse_with_bodies(ir, costed.node_costs, profile, graph, reuse)
     position = graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []

@@ -21,8 +21,9 @@ A control-flow node whose body was not recorded (no costed body) stays one kerne
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import ModelIR, OpView
@@ -105,19 +106,21 @@ def _body_kernels(
 
 def fuse_with_bodies(
     ir: ModelIR,
-    costs: Mapping[str, NodeCost],
+    column: Sequence[NodeCost],
     profile: str,
     graph: FusionGraph | None = None,
     prior: FunctionMatches | None = None,
 ) -> tuple[FusionResult, tuple[RunKernel, ...] | None]:
-    """Fuse ``ir`` under ``profile`` and expand control-flow bodies (see the module docstring): the result with
-    the kernels renumbered and the bodies' misses added, and each kernel with its ops, anchor and launches; None
-    instead of those when no kernel has a body (the result is then :func:`~onnxroof.fusion.fuse.fuse`'s own, each
-    kernel's members in ``ir``). ``prior``: the main graph's phase-1 decisions from another binding
-    (:func:`~onnxroof.fusion.fuse.fuse`)."""
-    fusion = fuse(ir, costs, profile, graph, prior)
-    if not any(costs[k.node_ids[0]].body is not None for k in fusion.kernels if len(k.node_ids) == 1):
+    """Fuse ``ir`` (its nodes' costs ``column``, in node order) under ``profile`` and expand control-flow bodies
+    (see the module docstring): the result with the kernels renumbered and the bodies' misses added, and each
+    kernel with its ops, anchor and launches; None instead of those when no kernel has a body (the result is then
+    :func:`~onnxroof.fusion.fuse.fuse`'s own, each kernel's members in ``ir``). ``prior``: the main graph's
+    phase-1 decisions from another binding (:func:`~onnxroof.fusion.fuse.fuse`)."""
+    fusion = fuse(ir, column, profile, graph, prior)
+    positions = fusion.positions or ()
+    if not any(column[at[0]].body is not None for at in positions if len(at) == 1):
         return fusion, None
+    costs = dict(zip(map(attrgetter("id"), ir.ops), column, strict=True))
     misses: list[Miss] = []
     expanded = _expand(fusion, ir, costs, profile, None, "", 1, misses)
     renumbered = tuple(

@@ -266,14 +266,15 @@ def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, 
 
 def fuse(
     ir: ModelIR,
-    node_costs: Mapping[str, NodeCost],
+    node_costs: Mapping[str, NodeCost] | Sequence[NodeCost],
     profile: str,
     graph: FusionGraph | None = None,
     prior: FunctionMatches | None = None,
 ) -> FusionResult:
     """Group ``ir``'s costed nodes into the kernels the ``profile`` target would run (see the module docs).
 
-    ``graph``: the lookups over ``ir`` and ``node_costs`` when the caller built them already (and reads them
+    ``node_costs``: by node id, or the column in node order. ``graph``: the lookups over ``ir`` and ``node_costs``
+    when the caller built them already (and reads them
     too: ids to ops and positions). ``prior``: the phase-1 decisions of another binding of the model
     (:attr:`FusionResult.functions`), replayed when the facts they read are equal
     (:func:`~onnxroof.fusion.match.apply_functions`)."""

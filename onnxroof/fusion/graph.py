@@ -44,17 +44,15 @@ class FusionGraph:
     :meth:`all_elementwise`); which nodes are costed is the node costs' own state.
     """
 
-    def __init__(
-        self, ir: ModelIR, node_costs: Mapping[str, NodeCost], column: Sequence[NodeCost] | None = None
-    ) -> None:
+    def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost] | Sequence[NodeCost]) -> None:
         self.ir = ir
-        self.costs = node_costs
         ids = list(map(attrgetter("id"), ir.ops))
         self.ops: dict[str, OpView] = dict(zip(ids, ir.ops, strict=True))
         self.position: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))
-        self.cost_at: Sequence[NodeCost | None] = column if column is not None else list(map(node_costs.get, ids))
-        """Each node's cost by position (``column``, the costs in node order, when the caller holds it: no lookup
-        per node), None for a node without one."""
+        column = list(map(node_costs.get, ids)) if isinstance(node_costs, Mapping) else node_costs
+        self.cost_at: Sequence[NodeCost | None] = column
+        """Each node's cost by position, None for a node without one (``node_costs`` by id, or already the column:
+        the costs in node order)."""
         costed = NodeState.COSTED
         self.costed_at = bytes(c is not None and c.state == costed for c in self.cost_at)
         """1 at the position of each costed node (a kernel member), 0 elsewhere."""
