@@ -8,7 +8,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.protos import graph_value_types
-from onnxroof.load.checks import _external_tensors, scan_model, stored_weight_bytes, unregistered_nodes
+from onnxroof.load.checks import _external_tensors, scan_model, unregistered_nodes
 from onnxroof.load.lean import PAYLOAD_THRESHOLD, parse_without_payloads
 from onnxroof.load.reader import load_model
 from onnxroof.load.shapes import value_types
@@ -74,10 +74,10 @@ def test_the_scan_sums_the_stored_weights_of_every_graph() -> None:
     """Five float tensors of 2 elements stored: initializers W, then_init, inner_init and the Constants c and k,
     at three depths: 5 × 2 × 4 B; a Constant outside the default domain stores no weight."""
     model = _nested_model()
-    assert scan_model(model).stored_weight_bytes == stored_weight_bytes(model.graph) == 5 * 2 * 4
+    assert scan_model(model).stored_weight_bytes == 5 * 2 * 4
     custom = helper.make_node("Constant", [], ["z"], domain="com.example", value=_external("z_value", "z.bin"))
     model.graph.node.append(custom)
-    assert scan_model(model).stored_weight_bytes == stored_weight_bytes(model.graph) == 5 * 2 * 4
+    assert scan_model(model).stored_weight_bytes == 5 * 2 * 4
 
 
 def test_no_default_opset_means_no_unregistered_nodes() -> None:

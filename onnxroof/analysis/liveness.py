@@ -80,7 +80,7 @@ def _buffers(ir: ModelIR) -> _Buffers:
                 alias[t.name] = source
             else:
                 born.append(step)
-                shape = t.shape  # TensorInfo.is_static_shape and .nbytes, inlined
+                shape = t.shape  # TensorInfo.is_static_shape and .nbytes inlined: a tensor per node (see commit)
                 if shape is not None and None not in shape:
                     size[t.name] = math.prod(shape) * t.itemsize  # type: ignore[arg-type]  # no None: tested
                 else:

@@ -82,8 +82,8 @@ def build_totals(
     (elements, bytes), ``kernels`` the fused kernels. ``graph_launch_s``: what the run pays once under its runtime
     (:meth:`onnxroof.runtime.Runtime.run_launch_s`: the launch of a replayed CUDA graph), added once to the
     latency and the overhead time; ``weight_bytes_stored`` the file's weights as stored
-    (:func:`onnxroof.load.reader.stored_weight_bytes`), kept beside ``weight_bytes`` = Σ bytes of ``weights``,
-    what the bound graph reads. Sums run in row order over the figures as placed."""
+    (``ModelScan.stored_weight_bytes``, :func:`onnxroof.load.checks.scan_model`), kept beside ``weight_bytes`` =
+    Σ bytes of ``weights``, what the bound graph reads. Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)
     node_states = list(map(attrgetter("state"), nodes.node_costs))
     running = [state == NodeState.COSTED for state in node_states]

@@ -185,13 +185,8 @@ def _boundary_traffic(
             name = root(name)
         if name not in produced and name not in reads:
             reads[name] = t.nbytes
-    members, consumers, exported, aliased = set(nodes), g.consumers, g.outputs, g.alias_children
-    maybe = [  # outputs a non-member may read (escapes()'s quick test, as one pass)
-        t
-        for t in outputs
-        if t.name in exported or t.name in aliased or not members.issuperset(consumers.get(t.name, ()))
-    ]
-    written = sum((t.nbytes for t in maybe if g.escapes(t.name, members)), 0.0)
+    members = set(nodes)
+    written = sum((t.nbytes for t in outputs if g.escapes(t.name, members)), 0.0)
     return sum(reads.values()), written
 
 
@@ -274,10 +269,9 @@ def fuse(
     """Group ``ir``'s costed nodes into the kernels the ``profile`` target would run (see the module docs).
 
     ``node_costs``: by node id, or the column in node order. ``graph``: the lookups over ``ir`` and ``node_costs``
-    when the caller built them already (and reads them
-    too: ids to ops and positions). ``prior``: the phase-1 decisions of another binding of the model
-    (:attr:`FusionResult.functions`), replayed when the facts they read are equal
-    (:func:`~onnxroof.fusion.match.apply_functions`)."""
+    when the caller built them already (and reads them too: ids to ops and positions). ``prior``: the phase-1
+    decisions of another binding of the model (:attr:`FusionResult.functions`), replayed when the facts they read
+    are equal (:func:`~onnxroof.fusion.match.apply_functions`)."""
     enabled = set(profile_patterns(profile))
     patterns = [p for p in PATTERNS if p.name in enabled]
     state = PassState(graph if graph is not None else FusionGraph(ir, node_costs))

@@ -36,13 +36,19 @@ def _external_tensors(model: onnx.ModelProto):
 class ModelScan:
     """What the loader's checks need from every graph of a model, found in one walk (:func:`scan_model`).
 
-    ``external``: the tensors holding external data (initializers and ``Constant``-style tensor attributes), in
-    the order :func:`_external_tensors` yields them; ``unregistered``: :func:`unregistered_nodes`, in the same
-    order. Both hold the model's own messages: drop the scan with the model. ``undecodable``: the nodes whose
-    ``op_type`` or ``domain`` is not valid UTF-8 (protobuf hands such a string over as ``bytes``), described.
-    ``out_of_range``: the default-domain nodes whose window attribute (:data:`WINDOW_ATTRIBUTES`) holds a value
-    outside 1 .. :data:`MAX_WINDOW` - 1, described. ``stored_weight_bytes``: the weights as the file stores them
-    (:func:`stored_weight_bytes`), summed in the same walk. ``main``: what binding wants to know of the main graph.
+    ``external``: the tensors holding external data (initializers and ``Constant``-style tensor attributes), in the
+    order :func:`_external_tensors` yields them; ``unregistered``: :func:`unregistered_nodes`, in the same order.
+    Both hold the model's own messages: drop the scan with the model. ``undecodable``: the nodes whose ``op_type``
+    or ``domain`` is not valid UTF-8 (protobuf hands such a string over as ``bytes``), described. ``out_of_range``:
+    the default-domain nodes whose window attribute (:data:`WINDOW_ATTRIBUTES`) holds a value outside 1 ..
+    :data:`MAX_WINDOW` - 1, described. ``stored_weight_bytes``: the bytes the file stores as weights, summed in the
+    same walk: Σ numel × element size over every initializer (external data included: its dims say its size) and
+    every default-domain ``Constant`` node's tensor, in every graph; each stored copy counted (tied copies too);
+    read from dims and data types, never from the payloads; packed 4-bit types count half a byte an element
+    (:func:`~onnxroof.core.dtypes.dtype_info`). Every term is a whole number of half bytes, so the sum is exact in
+    any order. This is what the model occupies, not what a run reads: the totals' ``weight_bytes`` counts the
+    distinct weights the bound graph's nodes read, at the size a what-if precision gives them, after small constants
+    are folded. ``main``: what binding wants to know of the main graph.
     """
 
     external: tuple[TensorProto, ...]
@@ -166,27 +172,6 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
         tuple(out_of_range),
         weight_bytes,
     )
-
-
-def stored_weight_bytes(graph: onnx.GraphProto) -> float:
-    """The bytes the file stores as weights: Σ numel × element size over every initializer (external data
-    included: its dims say its size) and every ``Constant`` node's tensor, in ``graph`` and every body inside
-    it; each stored copy counted (tied copies too). Read from dims and data types, never from the payloads.
-    Packed 4-bit types count half a byte an element (:func:`~onnxroof.core.dtypes.dtype_info`).
-
-    This is what the model occupies, not what a run reads: the ``weight_bytes`` of the totals counts the
-    distinct weights the bound graph's nodes read, at the size a what-if precision gives them, after small
-    constants are folded (a position table sliced to the sequence counts only the rows kept).
-
-    :func:`scan_model` sums the same in its walk (``ModelScan.stored_weight_bytes``); every term is a whole
-    number of half bytes, so the sum is exact in any order."""
-    total = 0.0
-    for g in all_graphs(graph):
-        total += sum(_stored_bytes(t) for t in g.initializer)
-        for node in g.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                total += sum(_stored_bytes(a.t) for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
-    return total
 
 
 def _stored_bytes(tensor: TensorProto) -> float:

@@ -20,7 +20,7 @@ from onnx import helper, numpy_helper
 
 from onnxroof.core.protos import has_bodies, normalize_domain
 from onnxroof.load.evaluate import NUMPY_OPS
-from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT
+from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT, is_static
 from onnxroof.load.shapes import constant_value, shape_value
 
 
@@ -174,11 +174,8 @@ def _evaluate(node: onnx.NodeProto, found: Mapping[str, np.ndarray | None], opse
 
 
 def _static_dims(type_proto: onnx.TypeProto) -> list[int] | None:
-    """A tensor type's dims when every one is a value (None otherwise)."""
-    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
-        return None
-    dims = type_proto.tensor_type.shape.dim
-    return [d.dim_value for d in dims] if all(d.HasField("dim_value") for d in dims) else None
+    """A tensor type's dims when it is static (:func:`~onnxroof.load.node_shapes.is_static`), None otherwise."""
+    return [d.dim_value for d in type_proto.tensor_type.shape.dim] if is_static(type_proto) else None
 
 
 def _small_array(tensor: onnx.TensorProto) -> np.ndarray | None:

@@ -90,8 +90,8 @@ class LoadedModel:
     tied: Mapping[str, str] = field(default_factory=dict)
     """Initializers the exporter stored twice (copy -> original, :func:`onnxroof.load.tied.tied_copies`)."""
     stored_weight_bytes: float = 0.0
-    """The weights as the file stores them (:func:`~onnxroof.load.checks.stored_weight_bytes`), before any folding or
-    binding."""
+    """The weights as the file stores them (``ModelScan.stored_weight_bytes``,
+    :func:`~onnxroof.load.checks.scan_model`), before any folding or binding."""
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -196,8 +196,9 @@ class ModelFile:
     unregistered: tuple[onnx.NodeProto, ...] = field(repr=False, default=())
     """Default-domain nodes ONNX does not register (:func:`unregistered_nodes`), messages of ``model``."""
     stored_weight_bytes: float = 0.0
-    """The weights as the file stores them (:func:`~onnxroof.load.checks.stored_weight_bytes`, summed by the
-    scan): a fact of the file, found once here rather than per binding (binding changes graph inputs only)."""
+    """The weights as the file stores them (``ModelScan.stored_weight_bytes``, summed by
+    :func:`~onnxroof.load.checks.scan_model`): a fact of the file, found once here rather than per binding
+    (binding changes graph inputs only)."""
     main: MainGraphFacts | None = None
     """What the scan found of the main graph's nodes (:class:`~onnxroof.load.checks.MainGraphFacts`), sparing each
     binding a walk over them; None: not known, each binding walks."""

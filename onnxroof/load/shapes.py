@@ -187,12 +187,8 @@ def _shape_values(model: onnx.ModelProto, types: Mapping[str, onnx.TypeProto]) -
     """Values of ``Shape``/``Size`` nodes whose input has a static shape (known at load time)."""
     values: dict[str, np.ndarray] = {}
     for node in model.graph.node:
-        if node.op_type not in ("Shape", "Size") or normalize_domain(node.domain) or not node.input:
-            continue
-        source = types.get(node.input[0])
-        if not is_static(source):
-            continue
-        values[node.output[0]] = shape_value(node, [d.dim_value for d in source.tensor_type.shape.dim])
+        if node.op_type in ("Shape", "Size"):
+            values.update(_shape_values_of(node, types))
     return values
 
 
