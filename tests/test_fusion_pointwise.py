@@ -188,3 +188,41 @@ def test_never_made_units_are_kernels_of_their_node() -> None:
     unit = state.unit_of["1:Transpose"]
     assert unit.nodes == ["1:Transpose"] and state.unit_of.made("1:Transpose") is unit
     assert state.unit_of.anchored() == [(0, None, [0]), (1, unit, [1])]
+
+
+def test_merge_all_equals_merge_applied_in_turn() -> None:
+    """PassState.merge_all(head, others, p, produces) leaves the head unit, the node -> unit map and the merged units
+    as merge(head, other, p, False, produces, other.out) applied to each in turn: nodes, folded members, patterns
+    (first appearance order), op type, output; an other given by node id is that node's never-made unit."""
+    text = "a = Relu(x)\nb = Relu(a)\nc = Relu(b)\nd = Relu(c)\ny = Relu(d)"
+    ir, costs = analysed(model(text, "float[1,16] x", "float[1,16] y"))
+
+    def prepared() -> tuple[graph.PassState, graph.Unit, list[graph.Unit | str]]:
+        state = graph.PassState(graph.FusionGraph(ir, costs))
+        head, second, fourth = state.unit_of["0:Relu"], state.unit_of["1:Relu"], state.unit_of["3:Relu"]
+        head.patterns = ("edge",)
+        second.patterns, second.folded = ("conv_bn", "edge"), ("1:Relu",)
+        return state, head, [second, "2:Relu", fourth, "4:Relu"]
+
+    together, head_a, others_a = prepared()
+    together.merge_all(head_a, others_a, "pointwise", "Pointwise")
+    in_turn, head_b, others_b = prepared()
+    for other in others_b:
+        unit = in_turn.unit_of[other] if isinstance(other, str) else other
+        in_turn.merge(head_b, unit, "pointwise", False, "Pointwise", unit.out)
+
+    def described(unit: graph.Unit) -> tuple[object, ...]:
+        return (list(unit.nodes), tuple(unit.folded), unit.patterns, unit.op_type, unit.out, unit.function)
+
+    assert described(head_a) == described(head_b)
+    assert described(head_a) == (
+        ["0:Relu", "1:Relu", "2:Relu", "3:Relu", "4:Relu"],
+        ("1:Relu",),
+        ("edge", "conv_bn", "pointwise"),
+        "Pointwise",
+        "y",
+        False,
+    )
+    for op in ir.ops:
+        assert together.unit_of[op.id] is head_a and in_turn.unit_of[op.id] is head_b
+    assert [o.alive for o in others_a if not isinstance(o, str)] == [False, False]
