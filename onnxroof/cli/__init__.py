@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMAND_MODULES", "load_commands", "main", "modules_for"]
+__all__ = ["COMMAND_MODULES", "VERSION_FLAGS", "load_commands", "main", "modules_for"]
 
 #: Each command's module under ``onnxroof.cli``, in the order ``--help`` lists the modules' commands.
 COMMAND_MODULES: dict[str, str] = {
@@ -27,10 +27,10 @@ COMMAND_MODULES: dict[str, str] = {
     "calibrate": "measure",
     "profile": "measure",
     "report": "report",
-    "platforms": "report",
-    "runtimes": "report",
-    "rules": "report",
-    "inspect": "report",
+    "platforms": "listings",
+    "runtimes": "listings",
+    "rules": "listings",
+    "inspect": "listings",
     "sweep": "whatif",
     "compare": "whatif",
     "audit": "audit",
@@ -45,13 +45,21 @@ MEASURING = frozenset({"measure"})
 COLLECTING = frozenset({"measure", "audit"})
 
 
+#: The app's version flags: first on the line, they print the version and end the run before anything else.
+VERSION_FLAGS = frozenset({"-V", "--version"})
+
+
 def modules_for(args: Sequence[str]) -> tuple[str, ...]:
     """The command modules a run with arguments ``args`` needs: the named command's when the first argument
     names one (the app's own options, ``-h`` and ``-V``, come before the command and are flags, so the first
-    argument is either an option or the command); every module otherwise (help, a bare call, a typo: typer's
-    answer lists every command)."""
+    argument is either an option or the command); none when it is a version flag (:data:`VERSION_FLAGS`: an
+    eager option, processed first and ending the run, so ``onnxroof -V`` no longer imports every command and the
+    libraries behind them); every module otherwise (help, a bare call, a typo: typer's answer lists every
+    command)."""
     if args and args[0] in COMMAND_MODULES:
         return (COMMAND_MODULES[args[0]],)
+    if args and args[0] in VERSION_FLAGS:
+        return ()
     return tuple(dict.fromkeys(COMMAND_MODULES.values()))
 
 
