@@ -1,8 +1,6 @@
 """`platforms`, `runtimes`, `rules` and `inspect`: what onnxroof knows (the bundled platforms, runtimes and cost
 rules) and what a model file holds, without analyzing it."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,8 +1,6 @@
 """`report`: one model on one platform. The listings (`platforms`, `runtimes`, `rules`, `inspect`) are in
 :mod:`onnxroof.cli.listings`, so that a report builds the typer options of its own command only."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

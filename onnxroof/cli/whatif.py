@@ -5,8 +5,6 @@
 (PNG, SVG or PDF). Exit codes as everywhere: 0 success, 2 bad input or usage, 3 an internal error.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
