@@ -708,6 +708,34 @@ def test_a_command_run_imports_only_its_module() -> None:
     assert json.loads(done.stdout) == json.loads(invoke("platforms", "--format", "json").stdout)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", str(CNN), "-p", "a100", "--dim", "batch=1", "--format", "json"],
+        ["compare", str(CNN), "-p", "a100", "-p", "h100", "--dim", "batch=1", "--format", "json"],
+        ["sweep", str(CNN), "-p", "a100", "--dim", "batch=1,2", "--format", "json"],
+    ],
+    ids=["report", "compare", "sweep"],
+)
+def test_json_without_warnings_loads_no_terminal_or_page_machinery(args: list[str]) -> None:
+    """A JSON run with nothing to warn about imports neither rich (tables, warnings) nor the HTML page's and the
+    chart's machinery (jinja2, markupsafe, matplotlib): each is imported where it is used."""
+    code = (
+        "import sys\n"
+        "from onnxroof.cli import main\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "heavy = ('rich', 'jinja2', 'markupsafe', 'matplotlib')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = _run([sys.executable, "-c", code])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert json.loads(done.stdout)
+
+
 @pytest.mark.parametrize("flag", ["-V", "--version"])
 def test_the_version_flag_imports_no_command(flag: str) -> None:
     """`onnxroof -V` prints the version and exits 0 from a process that imported no command module (nor the
