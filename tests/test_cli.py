@@ -31,6 +31,7 @@ from onnxroof.cli import COMMAND_MODULES, modules_for
 from onnxroof.cli.commands import app
 from onnxroof.core.errors import DimsError, ModelError, OnnxroofError, PlatformError, StrictError
 from onnxroof.core.units import seconds, si
+from onnxroof.core.version import __version__
 from onnxroof.platform.lookup import bundled_platform_names
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -659,16 +660,29 @@ def test_each_command_is_loaded_from_the_module_the_table_names() -> None:
         assert command.callback.__module__ == f"onnxroof.cli.{COMMAND_MODULES[name]}", name
 
 
+@pytest.mark.parametrize("command", sorted(REGISTERED))
+def test_command_annotations_are_objects_not_strings(command: str) -> None:
+    """Command modules do without ``from __future__ import annotations``: typer evaluates a string annotation
+    each of the three times it reads a command's signature, an object never (cli/__init__.py)."""
+    parameters = inspect.signature(REGISTERED[command].callback).parameters.values()
+    assert parameters, command
+    assert [p.name for p in parameters if isinstance(p.annotation, str)] == [], command
+
+
 @pytest.mark.parametrize(
     ("args", "modules"),
     [
         (["report", "m.onnx", "-p", "a100"], ("report",)),
         (["llm", "m.onnx"], ("llm",)),
+        (["platforms"], ("listings",)),
+        (["-V"], ()),
+        (["--version", "report"], ()),
+        (["report", "--version"], ("report",)),
         (["compare", "m.onnx"], ("whatif",)),
-        (["-h"], ("gate", "graphs", "measure", "report", "whatif", "audit", "llm")),
-        ([], ("gate", "graphs", "measure", "report", "whatif", "audit", "llm")),
-        (["repor", "m.onnx"], ("gate", "graphs", "measure", "report", "whatif", "audit", "llm")),
-        (["m.onnx", "report"], ("gate", "graphs", "measure", "report", "whatif", "audit", "llm")),
+        (["-h"], ("gate", "graphs", "measure", "report", "listings", "whatif", "audit", "llm")),
+        ([], ("gate", "graphs", "measure", "report", "listings", "whatif", "audit", "llm")),
+        (["repor", "m.onnx"], ("gate", "graphs", "measure", "report", "listings", "whatif", "audit", "llm")),
+        (["m.onnx", "report"], ("gate", "graphs", "measure", "report", "listings", "whatif", "audit", "llm")),
     ],
 )
 def test_modules_for_a_command_line(args: list[str], modules: tuple[str, ...]) -> None:
@@ -676,7 +690,7 @@ def test_modules_for_a_command_line(args: list[str], modules: tuple[str, ...]) -
 
 
 def test_a_command_run_imports_only_its_module() -> None:
-    """A real process running `platforms` imports the report commands' module and no other command module (nor
+    """A real process running `platforms` imports the listing commands' module and no other command module (nor
     the libraries only they use); the run's output is the one the app with every command gives."""
     code = (
         "import sys\n"
@@ -690,8 +704,55 @@ def test_a_command_run_imports_only_its_module() -> None:
     )
     done = _run([sys.executable, "-c", code])
     assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == "['onnxroof.cli.common', 'onnxroof.cli.report']"
+    assert done.stderr.strip().splitlines()[-1] == "['onnxroof.cli.common', 'onnxroof.cli.listings']"
     assert json.loads(done.stdout) == json.loads(invoke("platforms", "--format", "json").stdout)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", str(CNN), "-p", "a100", "--dim", "batch=1", "--format", "json"],
+        ["compare", str(CNN), "-p", "a100", "-p", "h100", "--dim", "batch=1", "--format", "json"],
+        ["sweep", str(CNN), "-p", "a100", "--dim", "batch=1,2", "--format", "json"],
+    ],
+    ids=["report", "compare", "sweep"],
+)
+def test_json_without_warnings_loads_no_terminal_or_page_machinery(args: list[str]) -> None:
+    """A JSON run with nothing to warn about imports neither rich (tables, warnings) nor the HTML page's and the
+    chart's machinery (jinja2, markupsafe, matplotlib): each is imported where it is used."""
+    code = (
+        "import sys\n"
+        "from onnxroof.cli import main\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "heavy = ('rich', 'jinja2', 'markupsafe', 'matplotlib')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = _run([sys.executable, "-c", code])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_the_version_flag_imports_no_command(flag: str) -> None:
+    """`onnxroof -V` prints the version and exits 0 from a process that imported no command module (nor the
+    libraries behind them: no onnx); the app with every command prints the same line."""
+    code = (
+        "import sys\n"
+        "from onnxroof.cli import main\n"
+        "try:\n"
+        f"    main([{flag!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "print(sorted(m for m in sys.modules if m.startswith('onnxroof.cli.') or m == 'onnx'), file=sys.stderr)\n"
+    )
+    done = _run([sys.executable, "-c", code])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "['onnxroof.cli.common']"
+    assert done.stdout == f"onnxroof {__version__}\n" == invoke(flag).stdout
 
 
 @pytest.mark.parametrize(

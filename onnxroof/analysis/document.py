@@ -12,7 +12,6 @@ from math import isfinite
 from typing import Any
 
 from onnxroof.analysis.analyze import Analysis
-from onnxroof.analysis.findings import find
 from onnxroof.platform.model import Platform
 
 SCHEMA_VERSION = 1
@@ -156,6 +155,10 @@ def to_dict(analysis: Analysis, *, lazy: bool = False) -> dict[str, Any]:
 
     ``lazy=True`` gives the per-node and per-kernel lists as iterators, each item built as it is read (a
     renderer that writes as it goes then never holds a million node dicts at once: ~1 KB each)."""
+    # The findings and their catalog on first use: `llm`'s views read this module's platform fields, never a
+    # whole document (~3 ms of its start-up: findings, catalog, finding_context).
+    from onnxroof.analysis.findings import find
+
     m, t = analysis.model, analysis.totals
     nodes = node_records(analysis)
     kernels = kernel_records(analysis)

@@ -24,6 +24,8 @@ from onnxroof.core.states import Role
 
 @dataclass(frozen=True, slots=True)
 class PeakMemory:
+    """The peak of live run-time buffers, bytes (module docstring), and the node running when it is reached."""
+
     bytes: float
     node_id: str | None  # the node running when the peak is reached
     unknown_tensors: int  # run-time tensors without a static shape (counted as 0 bytes)

@@ -114,6 +114,9 @@ class NodeTable(RowTable[NodeResult]):
 
 @dataclass(frozen=True)
 class ModelSummary:
+    """What the analyzed model is: its file, graph, producer, opset, node count, the dims bound and the graph's
+    inputs and outputs as ``(name, shape, dtype)``."""
+
     path: str | None
     graph_name: str
     producer: str

@@ -21,6 +21,8 @@ from onnxroof.roofline.kernels import Bounds, KernelTable, fused_bounds, memory_
 
 @dataclass(frozen=True, slots=True)
 class OpTypeRow:
+    """The figures of every node of one op type, summed; ``share`` of the total predicted latency."""
+
     op_type: str
     domain: str
     count: int
@@ -34,6 +36,8 @@ class OpTypeRow:
 
 @dataclass(frozen=True, slots=True)
 class Totals:
+    """The whole model's figures: costs, the three latencies (unfused, fused, ideal), layout traffic, energy."""
+
     flops: float
     macs: float
     params: float  # distinct weight tensors consumed as data, each counted once

@@ -4,8 +4,6 @@ Exit codes as ``check``: 0 every row ok; 1 some model violated its budget or cou
 usage (an unknown platform, a bad budget or manifest, Dask not installed); 3 an internal error; 130 cancelled.
 """
 
-from __future__ import annotations
-
 import os
 from pathlib import Path
 from typing import Annotated

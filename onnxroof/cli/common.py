@@ -4,8 +4,6 @@ Exit codes: 0 success; 2 bad input or usage (one line on stderr naming the file/
 unless ``--debug``); 3 an internal error (a bug: please report it with ``--debug`` output).
 """
 
-from __future__ import annotations
-
 import contextlib
 import io
 import os
@@ -31,6 +29,8 @@ from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.states import TimeModelKind
 from onnxroof.core.version import __version__
 
+# No `from __future__ import annotations` here either: typer reads the app callback's signature as it does the
+# commands' (cli/__init__.py); rich's Console, imported on first use, is named in quotes.
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -95,7 +95,7 @@ class OnnxroofGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def error_console() -> Console:
+def error_console() -> "Console":
     """A rich Console on standard error for one-line messages. rich is imported here, on first use, as by
     :func:`emit`'s terminal path: a run that writes its result to a file and has nothing to say on stderr
     never loads it (~23 ms of the 7B report's start-up)."""
@@ -242,7 +242,7 @@ def _record_default_platform(ctx: typer.Context, param: typer.CallbackParam, val
     return value
 
 
-def emit(text_or_render: str | Iterator[str] | Callable[[Console], None], output: Path | None) -> None:
+def emit(text_or_render: str | Iterator[str] | Callable[["Console"], None], output: Path | None) -> None:
     """Write a result: text, text in pieces (a file is written as they come; standard output gets them whole,
     so a failure while making them prints nothing), or a Rich render."""
     if isinstance(text_or_render, Iterator):

@@ -6,8 +6,6 @@ error and the others still run); 3 an internal error. With several models the wo
 ``onnxroof diff``: 0, or 1 when ``--fail-if-slower`` is exceeded; 2 bad input.
 """
 
-from __future__ import annotations
-
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any

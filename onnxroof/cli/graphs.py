@@ -6,8 +6,6 @@ netron|onnx|dot|svg -o OUT`` writes an annotated graph. Exit codes as everywhere
 usage, 3 an internal error.
 """
 
-from __future__ import annotations
-
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated

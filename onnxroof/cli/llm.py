@@ -5,8 +5,6 @@ Exit codes: 0 success; 2 bad input (no KV cache found, a dim it cannot place: on
 it); 3 an internal error.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -10,8 +10,6 @@ compares measured per-kernel and end-to-end times with onnxroof's prediction (a 
 Exit codes as everywhere: 0 success, 2 bad input or usage, 3 an internal error.
 """
 
-from __future__ import annotations
-
 import sys
 from enum import StrEnum
 from pathlib import Path

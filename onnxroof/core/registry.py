@@ -81,6 +81,8 @@ _ENTRIES_ATTR = "__onnxroof_rules__"
 
 @dataclass(frozen=True, slots=True)
 class RuleEntry:
+    """One declared rule: the (domain, op type) it costs, its function and what the registry knows of it."""
+
     domain: str
     op_type: str
     fn: RuleFn

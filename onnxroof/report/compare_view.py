@@ -11,18 +11,15 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.report.charts import figure_bytes, plain_text
-from onnxroof.report.console import short_ops
 from onnxroof.report.data import csv_text
 from onnxroof.studies.compare import CompareRow, Comparison
+
+if TYPE_CHECKING:  # rich and the console renderer: the table's only (the JSON and CSV never load them, ~29 ms)
+    from rich.console import Console
 
 COMPARE_SCHEMA = 1
 LOG_SPAN = 100.0
@@ -126,6 +123,12 @@ def _csv_row(row: CompareRow) -> dict[str, Any]:
 
 def render_compare_table(comparison: Comparison, console: Console) -> None:
     """The terminal table: one row per platform, the fastest and the least-energy platform marked."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from onnxroof.report.console import short_ops
+
     dims = ", ".join(f"{k}={v}" for k, v in comparison.dims.items())
     knobs = f"precision {comparison.precision}" if comparison.precision else ""
     context = "; ".join(part for part in (dims, knobs) if part)

@@ -1,17 +1,15 @@
 """Views of an :class:`~onnxroof.studies.llm.LLMResult`: a terminal table, JSON, CSV (a row per analyzed step)
 and a self-contained HTML page in the report's design (:func:`render_llm_html`).
 
-The HTML page's machinery (jinja2, :mod:`onnxroof.report.html` and the measured overlay it pulls in: ~45 ms of
-imports) is imported by :func:`render_llm_html` when a page is rendered, not by the table, JSON or CSV; rich (~20 ms)
-by :func:`render_llm_table`, not by the JSON or CSV."""
+The HTML page's machinery (jinja2 and markupsafe, :mod:`onnxroof.report.html` and the measured overlay it pulls
+in: ~45 ms of imports) is imported by :func:`render_llm_html` when a page is rendered, not by the table, JSON or
+CSV; rich (~20 ms) by :func:`render_llm_table`, not by the JSON or CSV."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from markupsafe import Markup, escape
 
 from onnxroof.analysis.document import sustained_fields
 from onnxroof.analysis.runtime_use import RuntimeUse
@@ -406,6 +404,8 @@ def token_chart(result: LLMResult) -> str:
 
     ``x = pad + (context − c₀) / (c₁ − c₀) · width``, ``y = pad + (1 − t / t_max) · height`` with ``t_max`` 1.1 × the
     slowest step (the axis starts at 0)."""
+    from markupsafe import escape  # the HTML page's only, as jinja2 (the JSON and CSV never load it: ~1 ms)
+
     points = [(p.past + 1, p.latency_s) for p in result.decode]
     c0, c1 = points[0][0], points[-1][0]
     top = 1.1 * max(max(t for _, t in points), result.tpot_s) or 1.0
@@ -463,6 +463,7 @@ def render_llm_html(result: LLMResult) -> str:
     the KV cache, memory, the batch search, the steps analyzed with their slowest kernels named by layer, time per
     token against context length). The added part has no script and no style: the page's CSP is unchanged."""
     import jinja2  # the HTML page's only, with report.html: see the module docstring
+    from markupsafe import Markup, escape
 
     from onnxroof.report.html import render_html
 

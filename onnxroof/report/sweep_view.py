@@ -11,17 +11,15 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.report.charts import decades, figure_bytes, frame, plain_text
 from onnxroof.report.data import csv_text
 from onnxroof.studies.sweep import AXIS_DIM, Sweep, SweepPoint
+
+if TYPE_CHECKING:  # rich: the table's only (the JSON and CSV never load it)
+    from rich.console import Console
 
 SWEEP_SCHEMA = 1
 POINT_FIELDS = (
@@ -93,6 +91,10 @@ def verdict(sweep: Sweep) -> str:
 
 def render_sweep_table(sweep: Sweep, console: Console) -> None:
     """The terminal table: one row per value, the compute-bound turn marked."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     fixed = ", ".join(f"{k}={v}" for k, v in sweep.dims.items())
     knobs = f"precision {sweep.whatif.precision}" if sweep.whatif.precision else ""
     context = "; ".join(part for part in (fixed, knobs) if part)

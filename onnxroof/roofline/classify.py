@@ -85,6 +85,8 @@ def resolve_precision(platform: Platform, wanted: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RooflinePoint:
+    """One cost placed on one platform's roofline (:func:`classify`): the roof used, the times and the bound."""
+
     precision: str
     intensity: float
     peak_flops: float

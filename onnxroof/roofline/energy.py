@@ -27,6 +27,9 @@ from onnxroof.platform.model import PRECISION_FALLBACK, Platform
 
 @dataclass(frozen=True, slots=True)
 class Energy:
+    """A kernel's dynamic energy, J: ``compute_j = F · E_op``, ``memory_j = B_dram · E_dram + B_near · E_onchip``
+    (module docstring)."""
+
     compute_j: float
     memory_j: float
 

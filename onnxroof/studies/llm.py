@@ -113,6 +113,9 @@ class MemoryCheck:
 
 @dataclass(frozen=True)
 class LLMResult:
+    """An ONNX decoder's serving figures on one platform: first-token time, time per output token, the KV cache, the
+    phases analyzed."""
+
     model: str
     platform: str
     platform_title: str
