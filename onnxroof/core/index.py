@@ -122,6 +122,16 @@ class IndexBuilder:
         if op.subgraphs:
             self.with_bodies.append(op)
 
+    def add_simple(self, op_id: str, source: str | None, output: str) -> None:
+        """Index the op ``op_id`` writing one tensor ``output`` and reading at most one, ``source`` (None: none), an op
+        that is no view and holds no body: what :meth:`add` does for such an op (most ops), from names."""
+        self.producer[output] = op_id
+        if source is not None:
+            if source in self.consumers:
+                self._read_again(source, op_id)
+            else:
+                self.consumers[source] = (op_id,)
+
     def _read_again(self, name: str, op_id: str) -> None:
         """``op_id`` reads ``name``, which has a reader already."""
         more = self.more.get(name)

@@ -161,6 +161,10 @@ class ModelIR:
     view_ops: frozenset[tuple[str, str]] = field(compare=False, repr=False)
     """The (domain, op_type) pairs that are views, the index was built with (subgraph bodies are built with the
     same ones)."""
+    op_kinds: frozenset[tuple[str, str]] = field(compare=False, repr=False)
+    """The distinct (normalized domain, op_type) pairs of :attr:`ops`, found as they were built."""
+    bodies: tuple[str, ...] = field(compare=False, repr=False)
+    """The ids of the ops holding If/Loop/Scan bodies (:attr:`OpView.subgraphs`), in the order of :attr:`ops`."""
     opsets: Mapping[str, int] = field(default_factory=dict)
     restate: Restate | None = field(default=None, compare=False, repr=False)
     """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
@@ -292,7 +296,7 @@ def build_graph_ir(
         node = nodes[index]
         key = (node.op_type, node.domain)
         kind = kinds.get(key) or kinds.setdefault(key, _op_kind(*key, opsets, view_ops))
-        op_type, domain = kind.op_type, kind.domain
+        op_type = kind.op_type
         if len(node.attribute):
             subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, kind.opset))
         else:  # most nodes: the schema's defaults, one shared read-only view per op type
@@ -307,18 +311,29 @@ def build_graph_ir(
         if first is not None and first.role is Role.ACTIVATION and op_type not in _OWN_ROLE_OPS:
             role = Role.ACTIVATION  # what _output_role gives any op reading an activation (most ops)
         else:
-            role = _output_role(op_type, domain, inputs, subgraphs)
-        before = _outputs(node.output, kind, inputs, role, value_types, seen, restate)
-        for info in before:
-            if info is not None:
-                tensors[info.name] = info
+            role = _output_role(op_type, kind.domain, inputs, subgraphs)
+        outputs = node.output
+        simple = len(outputs) == 1 and restate is None and not kind.dequantizes and outputs[0]
+        if simple:  # most nodes: one output, kept as inferred
+            output = outputs[0]
+            shape, dtype, itemsize = _facts(value_types.get(output), seen)
+            info = tensors[output] = TensorInfo(output, shape, dtype, itemsize, role)
+            before = (info,)
+        else:
+            before = _outputs(outputs, kind, inputs, role, value_types, seen, restate)
+            for info in before:
+                if info is not None:
+                    tensors[info.name] = info
         name = node.name
-        op = OpView(
-            f"{index}:{name or op_type}", index, name, op_type, domain, kind.opset, inputs, before, attrs, subgraphs
-        )
+        op_id = f"{index}:{name or op_type}"
+        op = OpView(op_id, index, name, op_type, kind.domain, kind.opset, inputs, before, attrs, subgraphs)
         ops.append(op)
-        index_builder.add(op, kind.view)
+        if simple and len(inputs) <= 1 and not subgraphs and not kind.view:
+            index_builder.add_simple(op_id, first.name if first is not None else None, output)
+        else:
+            index_builder.add(op, kind.view)
 
+    bodies = tuple(op.id for op in index_builder.with_bodies)  # the builder keeps them for their implicit reads
     return ModelIR(
         tuple(ops),
         MappingProxyType(tensors),
@@ -326,6 +341,8 @@ def build_graph_ir(
         tuple(v.name for v in graph.output),
         index_builder.finish(),
         view_ops,
+        frozenset((kind.domain, kind.op_type) for kind in kinds.values()),
+        bodies,
         MappingProxyType(dict(opsets)),
         restate,
     )
@@ -372,30 +389,37 @@ def _outputs(
         if not name:
             outputs.append(None)
             continue
-        type_proto = value_types.get(name)
-        known = seen.get(id(type_proto))
-        if known is None:
-            known = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
-        shape, dtype, itemsize = known[1]
+        shape, dtype, itemsize = _facts(value_types.get(name), seen)
         info = TensorInfo(name, shape, dtype, itemsize, role)
         if restate is not None:
             info = restate(info)
-        if kind.op_type == "DequantizeLinear":
+        if kind.dequantizes:
             info = _stored_size(kind.op_type, kind.domain, inputs, info)
         outputs.append(info)
     return tuple(outputs)
 
 
+def _facts(type_proto: onnx.TypeProto | None, seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]]) -> TypeFacts:
+    """:func:`type_facts` of ``type_proto``, decoded once per type object (``seen`` as in
+    :func:`tensor_info_from_type`)."""
+    known = seen.get(id(type_proto))
+    if known is None:
+        known = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
+    return known[1]
+
+
 @dataclass(frozen=True, slots=True)
 class _OpKind:
     """What every node of one op type shares (:func:`_op_kind`): its op type and normalized domain (interned), the
-    opset it runs at, the schema's default attributes, and whether its rule is a view."""
+    opset it runs at, the schema's default attributes, whether its rule is a view, and whether it is
+    ``DequantizeLinear`` (whose weight outputs keep the stored item size, :func:`_stored_size`)."""
 
     op_type: str
     domain: str
     opset: int
     defaults: Mapping[str, Any]
     view: bool
+    dequantizes: bool
 
 
 def _op_kind(op_type: str, domain: str, opsets: Mapping[str, int], view_ops: frozenset[tuple[str, str]]) -> _OpKind:
@@ -403,7 +427,8 @@ def _op_kind(op_type: str, domain: str, opsets: Mapping[str, int], view_ops: fro
     domain's, else the default domain's, else 1."""
     op_type, domain = sys.intern(op_type), sys.intern(normalize_domain(domain))
     opset = opsets.get(domain, opsets.get("", 1))
-    return _OpKind(op_type, domain, opset, default_attributes(op_type, opset, domain), (domain, op_type) in view_ops)
+    defaults = default_attributes(op_type, opset, domain)
+    return _OpKind(op_type, domain, opset, defaults, (domain, op_type) in view_ops, op_type == "DequantizeLinear")
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
