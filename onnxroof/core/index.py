@@ -122,15 +122,20 @@ class IndexBuilder:
         if op.subgraphs:
             self.with_bodies.append(op)
 
-    def add_simple(self, op_id: str, source: str | None, output: str) -> None:
-        """Index the op ``op_id`` writing one tensor ``output`` and reading at most one, ``source`` (None: none), an op
-        that is no view and holds no body: what :meth:`add` does for such an op (most ops), from names."""
+    def add_simple(self, op_id: str, source: str | None, output: str, view: bool) -> None:
+        """Index the op ``op_id`` writing one tensor, ``output``, and reading at most one, ``source`` (None: none),
+        holding no body (most ops): what :meth:`add` does for such an op, from the names; ``view`` as there."""
         self.producer[output] = op_id
         if source is not None:
             if source in self.consumers:
                 self._read_again(source, op_id)
             else:
                 self.consumers[source] = (op_id,)
+        if view:
+            self.views.add(op_id)
+            if source is not None:
+                self.view_source[output] = source
+                self.view_children.setdefault(source, []).append(output)
 
     def _read_again(self, name: str, op_id: str) -> None:
         """``op_id`` reads ``name``, which has a reader already."""

@@ -33,8 +33,9 @@ from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.index import GraphIndex, IndexBuilder
 from onnxroof.core.protos import (
-    TypeFacts,
+    TypesSeen,
     default_attributes,
+    known_type_facts,
     node_attributes,
     normalize_domain,
     subgraph_outer_inputs,
@@ -162,9 +163,9 @@ class ModelIR:
     """The (domain, op_type) pairs that are views, the index was built with (subgraph bodies are built with the
     same ones)."""
     op_kinds: frozenset[tuple[str, str]] = field(compare=False, repr=False)
-    """The distinct (normalized domain, op_type) pairs of :attr:`ops`, found as they were built."""
+    """The distinct (normalized domain, op_type) pairs of :attr:`ops`."""
     bodies: tuple[str, ...] = field(compare=False, repr=False)
-    """The ids of the ops holding If/Loop/Scan bodies (:attr:`OpView.subgraphs`), in the order of :attr:`ops`."""
+    """The ids of the ops holding If/Loop/Scan bodies, in order."""
     opsets: Mapping[str, int] = field(default_factory=dict)
     restate: Restate | None = field(default=None, compare=False, repr=False)
     """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
@@ -226,7 +227,7 @@ def tensor_info_from_type(
     name: str,
     type_proto: onnx.TypeProto | None,
     role: Role,
-    seen: dict[int, tuple[onnx.TypeProto, TypeFacts]] | None = None,
+    seen: TypesSeen | None = None,
 ) -> TensorInfo:
     """The :class:`TensorInfo` of a value of type ``type_proto``. ``seen`` (id of a type -> the type and its
     facts), when given, decodes each type object once: the loader's value types share one object per distinct
@@ -235,10 +236,7 @@ def tensor_info_from_type(
     serialization before: the 200 k-node chain's ``build_ir`` spent 0.19 s serializing.)"""
     if seen is None or type_proto is None:
         return TensorInfo(name, *type_facts(type_proto), role)
-    found = seen.get(id(type_proto))
-    if found is None:
-        found = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
-    return TensorInfo(name, *found[1], role)
+    return TensorInfo(name, *known_type_facts(type_proto, seen), role)
 
 
 Restate = Callable[[TensorInfo], TensorInfo]
@@ -290,7 +288,7 @@ def build_graph_ir(
     ops: list[OpView] = []
     index_builder = IndexBuilder()
     kinds: dict[tuple[str, str], _OpKind] = {}  # (op_type, domain) as the file spells them -> their facts
-    seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]] = {}
+    seen: TypesSeen = {}
     before: tuple[TensorInfo | None, ...] = ()  # the outputs of the node before
     for index in order:
         node = nodes[index]
@@ -306,7 +304,7 @@ def build_graph_ir(
         if len(names) == 1 and len(before) == 1 and before[0] is not None and before[0].name == names[0]:
             inputs = before  # the one output of the node before: one tuple for both (a chain's usual case)
         else:
-            inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
+            inputs = _inputs(names, tensors)
         first = inputs[0] if inputs else None
         if first is not None and first.role is Role.ACTIVATION and op_type not in _OWN_ROLE_OPS:
             role = Role.ACTIVATION  # what _output_role gives any op reading an activation (most ops)
@@ -316,20 +314,17 @@ def build_graph_ir(
         simple = len(outputs) == 1 and restate is None and not kind.dequantizes and outputs[0]
         if simple:  # most nodes: one output, kept as inferred
             output = outputs[0]
-            shape, dtype, itemsize = _facts(value_types.get(output), seen)
+            shape, dtype, itemsize = known_type_facts(value_types.get(output), seen)
             info = tensors[output] = TensorInfo(output, shape, dtype, itemsize, role)
             before = (info,)
         else:
-            before = _outputs(outputs, kind, inputs, role, value_types, seen, restate)
-            for info in before:
-                if info is not None:
-                    tensors[info.name] = info
+            before = _outputs(outputs, kind, inputs, role, value_types, seen, restate, tensors)
         name = node.name
         op_id = f"{index}:{name or op_type}"
         op = OpView(op_id, index, name, op_type, kind.domain, kind.opset, inputs, before, attrs, subgraphs)
         ops.append(op)
-        if simple and len(inputs) <= 1 and not subgraphs and not kind.view:
-            index_builder.add_simple(op_id, first.name if first is not None else None, output)
+        if simple and len(inputs) <= 1 and not subgraphs:
+            index_builder.add_simple(op_id, first.name if first is not None else None, output, kind.view)
         else:
             index_builder.add(op, kind.view)
 
@@ -379,40 +374,39 @@ def _outputs(
     inputs: tuple[TensorInfo | None, ...],
     role: Role,
     value_types: Mapping[str, onnx.TypeProto],
-    seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]],
+    seen: TypesSeen,
     restate: Restate | None,
+    tensors: dict[str, TensorInfo],
 ) -> tuple[TensorInfo | None, ...]:
     """The :class:`TensorInfo` of each output ``names`` of a node of ``kind`` reading ``inputs`` (None for an
-    omitted one), of ``role``, restated; ``seen`` as in :func:`tensor_info_from_type` (each type decoded once)."""
+    omitted one), of ``role``, restated, each recorded in ``tensors``; ``seen`` as in
+    :func:`tensor_info_from_type` (each type decoded once)."""
     outputs: list[TensorInfo | None] = []
     for name in names:
         if not name:
             outputs.append(None)
             continue
-        shape, dtype, itemsize = _facts(value_types.get(name), seen)
+        shape, dtype, itemsize = known_type_facts(value_types.get(name), seen)
         info = TensorInfo(name, shape, dtype, itemsize, role)
         if restate is not None:
             info = restate(info)
         if kind.dequantizes:
             info = _stored_size(kind.op_type, kind.domain, inputs, info)
         outputs.append(info)
+        tensors[name] = info
     return tuple(outputs)
 
 
-def _facts(type_proto: onnx.TypeProto | None, seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]]) -> TypeFacts:
-    """:func:`type_facts` of ``type_proto``, decoded once per type object (``seen`` as in
-    :func:`tensor_info_from_type`)."""
-    known = seen.get(id(type_proto))
-    if known is None:
-        known = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
-    return known[1]
+def _inputs(names: Sequence[str], tensors: Mapping[str, TensorInfo]) -> tuple[TensorInfo | None, ...]:
+    """The tensors a node reads, by ``names``: None for an omitted input, an unknown activation for a name that
+    no tensor has."""
+    return tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
 
 
 @dataclass(frozen=True, slots=True)
 class _OpKind:
-    """What every node of one op type shares (:func:`_op_kind`): its op type and normalized domain (interned), the
-    opset it runs at, the schema's default attributes, whether its rule is a view, and whether it is
-    ``DequantizeLinear`` (whose weight outputs keep the stored item size, :func:`_stored_size`)."""
+    """What every node of one op type shares (:func:`_op_kind`): op type and normalized domain (interned), opset,
+    the schema's default attributes, whether it is a view, whether it is DequantizeLinear (:func:`_stored_size`)."""
 
     op_type: str
     domain: str
