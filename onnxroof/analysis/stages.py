@@ -107,6 +107,7 @@ def bind(
         order=loaded.order,
         tied=loaded.tied,
         view_ops=REGISTRY.view_ops,
+        attributes=loaded.attributes,
     )
     root_graph = loaded.model.graph if _reads_root_graph(ir) else None
     return BoundModel(
