@@ -57,3 +57,33 @@ def test_each_reader_once_in_order_then_the_if_whose_bodies_read_it() -> None:
     )
     assert index.root("v") == "c"
     assert build_index(ir.ops, VIEWS) == index
+
+
+def test_ops_of_one_input_and_one_output_index_as_add_does() -> None:
+    """Relu, Neg and Exp each read one tensor and write one (the builder indexes them from their names): a read
+    twice by single-input ops keeps both readers in order, the graph input read by no op has no entry, and the
+    index equals the one :meth:`IndexBuilder.add` makes from the ops."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="r"),
+            helper.make_node("Neg", ["a"], ["n"], name="n"),
+            helper.make_node("Exp", ["a"], ["e"], name="e"),
+            helper.make_node("Add", ["n", "e"], ["y"], name="s"),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("unused", TensorProto.FLOAT, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    ir = build_ir(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {}, view_ops=VIEWS)
+    assert dict(ir.index.consumers) == {"x": ("0:r",), "a": ("1:n", "2:e"), "n": ("3:s",), "e": ("3:s",)}
+    assert dict(ir.index.producer) == {"a": "0:r", "n": "1:n", "e": "2:e", "y": "3:s"}
+    assert build_index(ir.ops, VIEWS) == ir.index
+
+
+def test_the_ir_keeps_its_op_kinds_and_the_ops_with_bodies() -> None:
+    ir = build_ir(_model(), {}, view_ops=VIEWS)
+    assert ir.op_kinds == frozenset({("", "Relu"), ("", "Add"), ("", "Mul"), ("", "Identity"), ("", "If")})
+    assert ir.bodies == ("4:f",)

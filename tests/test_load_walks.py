@@ -194,10 +194,14 @@ def test_the_scan_tells_what_binding_needs_of_the_main_graph() -> None:
     from onnxroof.load.checks import MainGraphFacts
 
     model = _nested_model()
-    assert scan_model(model).main == MainGraphFacts(output_slots=4, bodies=True, value_info=False, ranges=False)
+    assert scan_model(model).main == MainGraphFacts(
+        output_slots=4, bodies=True, value_info=False, ranges=False, attributes=True
+    )
     assert not scan_model(model).main.countable
     chain = _typed_chain()
-    assert scan_model(chain).main == MainGraphFacts(output_slots=2, bodies=False, value_info=False, ranges=False)
+    assert scan_model(chain).main == MainGraphFacts(
+        output_slots=2, bodies=False, value_info=False, ranges=False, attributes=False
+    )
     assert scan_model(chain).main.countable
     chain.graph.node.append(helper.make_node("Range", ["s", "l", "d"], ["r"], domain="custom"))
     assert not scan_model(chain).main.ranges
@@ -205,3 +209,23 @@ def test_the_scan_tells_what_binding_needs_of_the_main_graph() -> None:
     chain.graph.value_info.append(helper.make_tensor_value_info("r2", TensorProto.INT64, [3]))
     facts = scan_model(chain).main
     assert (facts.output_slots, facts.ranges, facts.value_info, facts.countable) == (4, True, True, False)
+
+
+def test_the_scan_tells_whether_a_node_holds_an_attribute_and_binding_reads_them_only_then() -> None:
+    """The typed chain holds no attribute: the loaded model says so, and its IR gives each op its schema's
+    defaults. A Softmax with ``axis=0`` after the chain's two nodes (not the first node) makes the flag True, and
+    the bound IR reads that axis; a build told that no node holds one (``attributes=False``) reads none."""
+    from onnxroof.core.ir import build_ir
+    from onnxroof.load.reader import load_model
+    from onnxroof.rules import REGISTRY
+
+    plain = load_model(_typed_chain())
+    assert (scan_model(_typed_chain()).main.attributes, plain.attributes) == (False, False)
+    softmax = helper.make_node("Softmax", ["y"], ["s"], axis=0)
+    assert scan_model(_typed_chain(softmax)).main.attributes
+    loaded = load_model(_typed_chain(softmax))
+    assert loaded.attributes
+    bound = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops, attributes=loaded.attributes)
+    assert bound.ops[2].attrs["axis"] == 0
+    blind = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops, attributes=False)
+    assert blind.ops[2].attrs["axis"] == -1  # Softmax-13's default: the attribute was not read

@@ -107,6 +107,7 @@ def bind(
         order=loaded.order,
         tied=loaded.tied,
         view_ops=REGISTRY.view_ops,
+        attributes=loaded.attributes,
     )
     root_graph = loaded.model.graph if _reads_root_graph(ir) else None
     return BoundModel(
@@ -124,11 +125,7 @@ def bind(
 def _reads_root_graph(ir: ModelIR) -> bool:
     """Whether costing ``ir`` may read the root graph (:func:`~onnxroof.costing.node.cost_node`'s ``root_graph``:
     constants of If/Loop nodes, in the graph or inside the function body of an op without a rule)."""
-    if any(op.subgraphs for op in ir.ops):
-        return True
-    return any(
-        REGISTRY.lookup(domain, op_type) is None for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}
-    )
+    return bool(ir.bodies) or any(REGISTRY.lookup(domain, op_type) is None for domain, op_type in ir.op_kinds)
 
 
 def model_summary(loaded: LoadedModel, ir: ModelIR) -> ModelSummary:
@@ -148,7 +145,7 @@ def model_summary(loaded: LoadedModel, ir: ModelIR) -> ModelSummary:
         dims=loaded.dims,
         inputs=describe(ir.graph_inputs),
         outputs=describe(ir.graph_outputs),
-        subgraph_nodes=tuple(op.id for op in ir.ops if op.subgraphs),
+        subgraph_nodes=ir.bodies,
     )
 
 

@@ -19,9 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from onnxroof.core.protos import subgraph_outer_inputs
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class _Tensor(Protocol):
@@ -64,6 +67,33 @@ class GraphIndex:
 
     def is_view(self, node_id: str) -> bool:
         return node_id in self.views
+
+
+def build_dag(ops: Iterable[_Op]) -> nx.DiGraph[str]:
+    """The DAG of ``ops`` (in topological order), keyed by op id, each node's ``op`` attribute its op; an edge
+    ``(producer, reader)`` labelled ``tensors`` with the names it carries, in the order the reader reads them
+    (inputs, then what its If/Loop/Scan bodies read from this scope). :attr:`onnxroof.core.ir.ModelIR.graph`."""
+    import networkx as nx  # the DAG is built only when asked for: most analyses never import networkx
+
+    dag: nx.DiGraph[str] = nx.DiGraph()
+    producer_id: dict[str, str] = {}
+    for op in ops:
+        dag.add_node(op.id, op=op)
+        consumed = [t.name for t in op.inputs if t is not None and t.name]
+        if op.subgraphs:
+            consumed.extend(name for sub in op.subgraphs.values() for name in subgraph_outer_inputs(sub))
+        for name in consumed:
+            src = producer_id.get(name)
+            if src is None:
+                continue
+            if dag.has_edge(src, op.id):
+                dag.edges[src, op.id]["tensors"].append(name)
+            else:
+                dag.add_edge(src, op.id, tensors=[name])
+        for t in op.outputs:
+            if t is not None:
+                producer_id[t.name] = op.id
+    return dag
 
 
 def build_index(ops: Iterable[_Op], view_ops: frozenset[tuple[str, str]]) -> GraphIndex:
@@ -121,6 +151,21 @@ class IndexBuilder:
                 self.view_children.setdefault(source.name, []).append(output.name)
         if op.subgraphs:
             self.with_bodies.append(op)
+
+    def add_simple(self, op_id: str, source: str | None, output: str, view: bool) -> None:
+        """Index the op ``op_id`` writing one tensor, ``output``, and reading at most one, ``source`` (None: none),
+        holding no body (most ops): what :meth:`add` does for such an op, from the names; ``view`` as there."""
+        self.producer[output] = op_id
+        if source is not None:
+            if source in self.consumers:
+                self._read_again(source, op_id)
+            else:
+                self.consumers[source] = (op_id,)
+        if view:
+            self.views.add(op_id)
+            if source is not None:
+                self.view_source[output] = source
+                self.view_children.setdefault(source, []).append(output)
 
     def _read_again(self, name: str, op_id: str) -> None:
         """``op_id`` reads ``name``, which has a reader already."""

@@ -31,10 +31,11 @@ import onnx
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ShapeUnknown
-from onnxroof.core.index import GraphIndex, IndexBuilder
+from onnxroof.core.index import GraphIndex, IndexBuilder, build_dag
 from onnxroof.core.protos import (
-    TypeFacts,
+    TypesSeen,
     default_attributes,
+    known_type_facts,
     node_attributes,
     normalize_domain,
     subgraph_outer_inputs,
@@ -159,8 +160,11 @@ class ModelIR:
     index: GraphIndex = field(compare=False, repr=False)
     """Producers, consumers and view aliases (:mod:`onnxroof.core.index`), built with the IR."""
     view_ops: frozenset[tuple[str, str]] = field(compare=False, repr=False)
-    """The (domain, op_type) pairs that are views, the index was built with (subgraph bodies are built with the
-    same ones)."""
+    """The (domain, op_type) pairs of the views the index (and those of the subgraph bodies) was built with."""
+    op_kinds: frozenset[tuple[str, str]] = field(compare=False, repr=False)
+    """The distinct (normalized domain, op_type) pairs of :attr:`ops`."""
+    bodies: tuple[str, ...] = field(compare=False, repr=False)
+    """The ids of the ops holding If/Loop/Scan bodies, in order."""
     opsets: Mapping[str, int] = field(default_factory=dict)
     restate: Restate | None = field(default=None, compare=False, repr=False)
     """The tensor restatement the IR was built with (subgraph bodies are built with the same one)."""
@@ -172,11 +176,9 @@ class ModelIR:
     def graph(self) -> nx.DiGraph[str]:
         """The ``networkx.DiGraph`` of the ops, keyed by op id, each node's ``op`` attribute its :class:`OpView`;
         an edge ``(producer, reader)`` is labelled ``tensors`` with the names it carries, in the order the
-        reader reads them (inputs, then what its If/Loop/Scan bodies read from this scope).
-
-        Built on first use and kept (a million-node graph costs ~1 KB a node in networkx; the analysis itself
-        needs only :meth:`op` and the graph index)."""
-        return _dag(self.ops)
+        reader reads them (inputs, then what its If/Loop/Scan bodies read from this scope). Built on first use
+        and kept (~1 KB a node in networkx; the analysis itself needs only :meth:`op` and the graph index)."""
+        return build_dag(self.ops)
 
     @functools.cached_property
     def _ops_by_id(self) -> Mapping[str, OpView]:
@@ -193,48 +195,19 @@ def implicit_reads(op: OpView) -> list[str]:
     return [name for sub in op.subgraphs.values() for name in subgraph_outer_inputs(sub)]
 
 
-def _dag(ops: Sequence[OpView]) -> nx.DiGraph[str]:
-    """The DAG of ``ops`` (see :attr:`ModelIR.graph`); ``ops`` in topological order."""
-    import networkx as nx  # the DAG is built only when asked for: most analyses never import networkx
-
-    dag: nx.DiGraph[str] = nx.DiGraph()
-    producer_id: dict[str, str] = {}
-    for op in ops:
-        dag.add_node(op.id, op=op)
-        consumed = [t.name for t in op.inputs if t is not None and t.name]
-        if op.subgraphs:
-            consumed.extend(implicit_reads(op))
-        for name in consumed:
-            src = producer_id.get(name)
-            if src is None:
-                continue
-            if dag.has_edge(src, op.id):
-                dag.edges[src, op.id]["tensors"].append(name)
-            else:
-                dag.add_edge(src, op.id, tensors=[name])
-        for t in op.outputs:
-            if t is not None:
-                producer_id[t.name] = op.id
-    return dag
-
-
 def tensor_info_from_type(
     name: str,
     type_proto: onnx.TypeProto | None,
     role: Role,
-    seen: dict[int, tuple[onnx.TypeProto, TypeFacts]] | None = None,
+    seen: TypesSeen | None = None,
 ) -> TensorInfo:
     """The :class:`TensorInfo` of a value of type ``type_proto``. ``seen`` (id of a type -> the type and its
     facts), when given, decodes each type object once: the loader's value types share one object per distinct
     type (:func:`~onnxroof.core.protos.graph_value_types`), so tensors of one type then share one shape tuple.
-    The type is kept beside its facts, so its id is never reused while ``seen`` lives. (Keyed by the type's
-    serialization before: the 200 k-node chain's ``build_ir`` spent 0.19 s serializing.)"""
+    The type is kept beside its facts, so its id is never reused while ``seen`` lives."""
     if seen is None or type_proto is None:
         return TensorInfo(name, *type_facts(type_proto), role)
-    found = seen.get(id(type_proto))
-    if found is None:
-        found = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
-    return TensorInfo(name, *found[1], role)
+    return TensorInfo(name, *known_type_facts(type_proto, seen), role)
 
 
 Restate = Callable[[TensorInfo], TensorInfo]
@@ -250,6 +223,7 @@ def build_ir(
     tied: Mapping[str, str] | None = None,
     *,
     view_ops: frozenset[tuple[str, str]],
+    attributes: bool = True,
 ) -> ModelIR:
     """Build the IR of ``model``'s main graph using inferred ``value_types`` (name -> TypeProto), with its graph
     index. ``view_ops``: the (normalized domain, op_type) pairs whose rule is a view
@@ -259,10 +233,13 @@ def build_ir(
     inputs, node outputs, in subgraph bodies too): rules and fusion then see the restated element sizes.
     ``order``, when given, is the graph's :func:`topological_order` already computed (the loader's
     ``LoadedModel.order``); otherwise it is computed here. ``tied``: the loader's tied copies
-    (``LoadedModel.tied``).
+    (``LoadedModel.tied``). ``attributes=False`` says that no node of the main graph holds an attribute
+    (``LoadedModel.attributes``, from the read stage's scan): none is read, every op gets its schema's defaults.
     """
     opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
-    ir = build_graph_ir(model.graph, opsets, value_types, restate=restate, order=order, view_ops=view_ops)
+    ir = build_graph_ir(
+        model.graph, opsets, value_types, restate=restate, order=order, view_ops=view_ops, attributes=attributes
+    )
     return replace(ir, tied=MappingProxyType(dict(tied or {})))
 
 
@@ -275,10 +252,11 @@ def build_graph_ir(
     order: Sequence[int] | None = None,
     *,
     view_ops: frozenset[tuple[str, str]],
+    attributes: bool = True,
 ) -> ModelIR:
     """Build the IR of one graph with its index. ``outer`` holds the enclosing scopes' tensors a subgraph may read;
     ``restate`` maps each new tensor, ``order`` is the graph's topological order if known, ``view_ops`` the view
-    op types (see :func:`build_ir`)."""
+    op types, ``attributes`` whether a node may hold one (see :func:`build_ir`)."""
     tensors, graph_inputs = _graph_tensors(graph, value_types, outer, restate)
     nodes = graph.node  # indexed in place: a list would hold a wrapper object per node
     if order is None:
@@ -286,14 +264,14 @@ def build_graph_ir(
     ops: list[OpView] = []
     index_builder = IndexBuilder()
     kinds: dict[tuple[str, str], _OpKind] = {}  # (op_type, domain) as the file spells them -> their facts
-    seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]] = {}
+    seen: TypesSeen = {}
     before: tuple[TensorInfo | None, ...] = ()  # the outputs of the node before
     for index in order:
         node = nodes[index]
         key = (node.op_type, node.domain)
-        kind = kinds.get(key) or kinds.setdefault(key, _op_kind(*key, opsets, view_ops))
-        op_type, domain = kind.op_type, kind.domain
-        if len(node.attribute):
+        kind = kinds.get(key) or kinds.setdefault(key, _op_kind(*key, opsets, view_ops, restate))
+        op_type = kind.op_type
+        if attributes and len(node.attribute):
             subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, kind.opset))
         else:  # most nodes: the schema's defaults, one shared read-only view per op type
             subgraphs, attrs = _EMPTY, kind.defaults
@@ -302,23 +280,31 @@ def build_graph_ir(
         if len(names) == 1 and len(before) == 1 and before[0] is not None and before[0].name == names[0]:
             inputs = before  # the one output of the node before: one tuple for both (a chain's usual case)
         else:
-            inputs = tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
+            inputs = _inputs(names, tensors)
         first = inputs[0] if inputs else None
         if first is not None and first.role is Role.ACTIVATION and op_type not in _OWN_ROLE_OPS:
             role = Role.ACTIVATION  # what _output_role gives any op reading an activation (most ops)
         else:
-            role = _output_role(op_type, domain, inputs, subgraphs)
-        before = _outputs(node.output, kind, inputs, role, value_types, seen, restate)
-        for info in before:
-            if info is not None:
-                tensors[info.name] = info
+            role = _output_role(op_type, kind.domain, inputs, subgraphs)
+        outputs = node.output
+        simple = len(outputs) == 1 and kind.as_inferred and outputs[0]
+        if simple:  # most nodes: one output, kept as inferred
+            output = outputs[0]
+            shape, dtype, itemsize = known_type_facts(value_types.get(output), seen)
+            info = tensors[output] = TensorInfo(output, shape, dtype, itemsize, role)
+            before = (info,)
+        else:
+            before = _outputs(outputs, kind, inputs, role, value_types, seen, restate, tensors)
         name = node.name
-        op = OpView(
-            f"{index}:{name or op_type}", index, name, op_type, domain, kind.opset, inputs, before, attrs, subgraphs
-        )
+        op_id = f"{index}:{name or op_type}"
+        op = OpView(op_id, index, name, op_type, kind.domain, kind.opset, inputs, before, attrs, subgraphs)
         ops.append(op)
-        index_builder.add(op, kind.view)
+        if simple and len(inputs) <= 1 and not subgraphs:
+            index_builder.add_simple(op_id, first.name if first is not None else None, output, kind.view)
+        else:
+            index_builder.add(op, kind.view)
 
+    bodies = tuple(op.id for op in index_builder.with_bodies)  # the builder keeps them for their implicit reads
     return ModelIR(
         tuple(ops),
         MappingProxyType(tensors),
@@ -326,6 +312,8 @@ def build_graph_ir(
         tuple(v.name for v in graph.output),
         index_builder.finish(),
         view_ops,
+        frozenset((kind.domain, kind.op_type) for kind in kinds.values()),
+        bodies,
         MappingProxyType(dict(opsets)),
         restate,
     )
@@ -362,56 +350,67 @@ def _outputs(
     inputs: tuple[TensorInfo | None, ...],
     role: Role,
     value_types: Mapping[str, onnx.TypeProto],
-    seen: dict[int, tuple[onnx.TypeProto | None, TypeFacts]],
+    seen: TypesSeen,
     restate: Restate | None,
+    tensors: dict[str, TensorInfo],
 ) -> tuple[TensorInfo | None, ...]:
     """The :class:`TensorInfo` of each output ``names`` of a node of ``kind`` reading ``inputs`` (None for an
-    omitted one), of ``role``, restated; ``seen`` as in :func:`tensor_info_from_type` (each type decoded once)."""
+    omitted one), of ``role``, restated, each recorded in ``tensors``; ``seen`` as in
+    :func:`tensor_info_from_type` (each type decoded once)."""
     outputs: list[TensorInfo | None] = []
     for name in names:
         if not name:
             outputs.append(None)
             continue
-        type_proto = value_types.get(name)
-        known = seen.get(id(type_proto))
-        if known is None:
-            known = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
-        shape, dtype, itemsize = known[1]
+        shape, dtype, itemsize = known_type_facts(value_types.get(name), seen)
         info = TensorInfo(name, shape, dtype, itemsize, role)
         if restate is not None:
             info = restate(info)
-        if kind.op_type == "DequantizeLinear":
+        if kind.dequantizes:
             info = _stored_size(kind.op_type, kind.domain, inputs, info)
         outputs.append(info)
+        tensors[name] = info
     return tuple(outputs)
+
+
+def _inputs(names: Sequence[str], tensors: Mapping[str, TensorInfo]) -> tuple[TensorInfo | None, ...]:
+    """The tensors a node reads, by ``names``: None for an omitted input, an unknown activation for a name that
+    no tensor has."""
+    return tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
 
 
 @dataclass(frozen=True, slots=True)
 class _OpKind:
-    """What every node of one op type shares (:func:`_op_kind`): its op type and normalized domain (interned), the
-    opset it runs at, the schema's default attributes, and whether its rule is a view."""
+    """What every node of one op type shares (:func:`_op_kind`): op type and normalized domain (interned), opset,
+    the schema's default attributes, whether it is a view, whether it is DequantizeLinear (:func:`_stored_size`),
+    and whether its outputs are kept as inferred (neither restated nor DequantizeLinear's)."""
 
     op_type: str
     domain: str
     opset: int
     defaults: Mapping[str, Any]
     view: bool
+    dequantizes: bool
+    as_inferred: bool
 
 
-def _op_kind(op_type: str, domain: str, opsets: Mapping[str, int], view_ops: frozenset[tuple[str, str]]) -> _OpKind:
+def _op_kind(
+    op_type: str, domain: str, opsets: Mapping[str, int], view_ops: frozenset[tuple[str, str]], restate: Restate | None
+) -> _OpKind:
     """The :class:`_OpKind` of nodes of ``op_type`` in ``domain`` (as the file spells it); the opset is the
-    domain's, else the default domain's, else 1."""
+    domain's, else the default domain's, else 1; ``restate``: the build's (see :func:`build_ir`)."""
     op_type, domain = sys.intern(op_type), sys.intern(normalize_domain(domain))
     opset = opsets.get(domain, opsets.get("", 1))
-    return _OpKind(op_type, domain, opset, default_attributes(op_type, opset, domain), (domain, op_type) in view_ops)
+    defaults, dequantizes = default_attributes(op_type, opset, domain), op_type == "DequantizeLinear"
+    view = (domain, op_type) in view_ops
+    return _OpKind(op_type, domain, opset, defaults, view, dequantizes, restate is None and not dequantizes)
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def _frozen(mapping: dict[str, Any]) -> Mapping[str, Any]:
-    """A read-only view of ``mapping``; one shared empty view for every op without attributes or subgraphs
-    (a million-node graph of Relus saves ~200 B per node)."""
+    """A read-only view of ``mapping``; one shared empty view for every op without attributes or subgraphs."""
     return MappingProxyType(mapping) if mapping else _EMPTY
 
 

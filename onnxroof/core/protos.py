@@ -86,6 +86,19 @@ def type_facts(type_proto: onnx.TypeProto | None) -> TypeFacts:
     return shape, dtype, itemsize
 
 
+TypesSeen = dict[int, tuple[onnx.TypeProto | None, TypeFacts]]
+"""The types met so far (:func:`known_type_facts`): id of a type -> the type (kept, so that its id is not reused
+while the mapping lives) and its facts."""
+
+
+def known_type_facts(type_proto: onnx.TypeProto | None, seen: TypesSeen) -> TypeFacts:
+    """:func:`type_facts` of ``type_proto``, decoded once per type object: ``seen`` holds those met before."""
+    known = seen.get(id(type_proto))
+    if known is None:
+        known = seen[id(type_proto)] = (type_proto, type_facts(type_proto))
+    return known[1]
+
+
 def subgraph_outer_inputs(graph: onnx.GraphProto) -> list[str]:
     """Names a subgraph (recursively) reads from enclosing scopes, in the order first read."""
     defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}

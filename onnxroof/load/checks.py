@@ -65,12 +65,15 @@ class MainGraphFacts:
 
     ``output_slots``: Σ ``len(node.output)`` (empty names included); ``bodies``: whether a node holds a body (If,
     Loop...); ``value_info``: whether the file gives the graph ``value_info`` of its own; ``ranges``: whether a
-    default-domain ``Range`` is among the nodes (:func:`~onnxroof.load.ranges.seed_range_lengths` has work)."""
+    default-domain ``Range`` is among the nodes (:func:`~onnxroof.load.ranges.seed_range_lengths` has work);
+    ``attributes``: whether a node holds an attribute (binding changes none: when none does, the IR is built
+    without reading them, :func:`~onnxroof.core.ir.build_ir`)."""
 
     output_slots: int
     bodies: bool
     value_info: bool
     ranges: bool
+    attributes: bool
 
     @property
     def countable(self) -> bool:
@@ -141,7 +144,7 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
         external.extend(t for t in graph.initializer if t.data_location == TensorProto.EXTERNAL)
         weight_bytes += sum(_stored_bytes(t) for t in graph.initializer)
         bodies: list[onnx.GraphProto] = []
-        slots, ranges = 0, False
+        slots, ranges, attributed = 0, False, False
         for node in graph.node:
             slots += len(node.output)
             op_type, domain = node.op_type, node.domain
@@ -156,9 +159,10 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
                 if not known:
                     unregistered.append(node)
             if len(node.attribute):  # most nodes have none: len() is the cheap test
+                attributed = True
                 weight_bytes += attributes(node, op_type, domain, bodies)
         if is_main:
-            main = MainGraphFacts(slots, bool(bodies), len(graph.value_info) > 0, ranges)
+            main = MainGraphFacts(slots, bool(bodies), len(graph.value_info) > 0, ranges, attributed)
         for body in bodies:  # after the graph's own nodes, as all_graphs yields them
             visit(body, False)
 

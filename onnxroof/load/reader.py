@@ -92,6 +92,9 @@ class LoadedModel:
     stored_weight_bytes: float = 0.0
     """The weights as the file stores them (``ModelScan.stored_weight_bytes``,
     :func:`~onnxroof.load.checks.scan_model`), before any folding or binding."""
+    attributes: bool = True
+    """Whether a main-graph node may hold an attribute: False when the read stage's scan found none
+    (:attr:`~onnxroof.load.checks.MainGraphFacts.attributes`; binding, inference and unmasking add none)."""
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -354,6 +357,7 @@ def _infer_bound(file: ModelFile, prepared: _Prepared) -> LoadedModel:
         order,
         file.tied,
         file.stored_weight_bytes,
+        main is None or main.attributes,
     )
 
 
