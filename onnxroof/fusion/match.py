@@ -81,19 +81,20 @@ def apply_functions(
     decisions made (None when no function is enabled). ``prior``: another binding's decisions, replayed when its
     :func:`matcher_facts` equal this graph's (the matching is a function of them); matched afresh otherwise. A
     graph where no node's op type can start a function is known to match nothing from its op types alone: its
-    facts are not built (a single analysis, which replays nothing, would build them for nothing)."""
+    facts are not built (a single analysis, which replays nothing, would build them for nothing).
+
+    Only the variants the graph's op types can fill are tried (:func:`_plans`): a variant whose required step
+    names no op type of the graph (an Erf for a GELU in a graph without one) never matches, so dropping it
+    changes no decision."""
     if not functions:
         return None
-    starts: dict[str, list[FunctionPattern]] = {}
-    for p in functions:
-        for steps in p.variants:
-            for step in steps:
-                for op_type, _ in step.alternatives:
-                    if p not in starts.setdefault(op_type, []):
-                        starts[op_type].append(p)
-                if not step.optional:
-                    break
-    if not any(op_type in starts for types in state.g.types.values() for op_type in types):
+    g = state.g
+    present = frozenset(op_type for types in g.types.values() for op_type in types)
+    starts: dict[str, list[_Plan]] = {}
+    for plan in _plans(functions, present):
+        for op_type in plan.starts:
+            starts.setdefault(op_type, []).append(plan)
+    if not any(op_type in starts for op_type in present):
         return FunctionMatches(None, (), ())  # no node can start a function: nothing to match, nor to replay
     facts = matcher_facts(functions, state)
     if prior is not None and facts is not None and prior.facts == facts:
@@ -103,14 +104,87 @@ def apply_functions(
         return prior
     first_miss = len(state.misses)
     matches: list[FunctionMatch] = []
-    for op in state.g.ir.ops:
-        for p in starts.get(op.op_type, ()):
+    for op in g.ir.ops:
+        tried = starts.get(op.op_type)
+        if tried is None:
+            continue
+        for plan in tried:
             if state.single(op.id) is not None:
-                found = _apply_function(p, op.id, state)
+                found = _apply_function(plan, op.id, state)
                 if found is not None:
                     matches.append(found)
                     break
     return FunctionMatches(facts, tuple(matches), tuple(state.misses[first_miss:]))
+
+
+#: One alternative of a step, compiled: its op type, its input tokens and the variables it reads (``$`` dropped).
+_Alternative = tuple[str, tuple[str, ...], tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """A template step as the matcher reads it: its output variable, whether it is optional, its alternatives
+    (:data:`_Alternative`) and the variable its first alternative reads first (what a skipped step aliases)."""
+
+    out: str
+    optional: bool
+    alternatives: tuple[_Alternative, ...]
+    first_ref: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """The variants of one pattern a graph's op types can fill, compiled (:func:`_plans`).
+
+    ``variants``: each as its steps; ``prefix[v][j]``: the first variant whose steps up to ``j`` equal variant
+    ``v``'s (a variant that fails at step ``j`` from one start fails there for every variant sharing the prefix);
+    ``starts``: the op types a match can start on (the steps up to the first required one)."""
+
+    pattern: FunctionPattern
+    variants: tuple[tuple[_Step, ...], ...]
+    prefix: tuple[tuple[int, ...], ...]
+    starts: frozenset[str]
+
+
+def _plans(functions: Sequence[FunctionPattern], present: frozenset[str]) -> list[_Plan]:
+    """Each pattern's variants that the op types ``present`` can fill (every required step has an alternative of
+    a present op type), compiled; the patterns left without one are dropped."""
+    plans = []
+    for p in functions:
+        kept = [
+            steps
+            for steps in p.variants
+            if all(step.optional or any(alt[0] in present for alt in step.alternatives) for step in steps)
+        ]
+        if not kept:
+            continue
+        variants = tuple(tuple(map(_compile, steps)) for steps in kept)
+        prefix = tuple(
+            tuple(next(u for u in range(v + 1) if kept[u][: j + 1] == steps[: j + 1]) for j in range(len(steps)))
+            for v, steps in enumerate(kept)
+        )
+        starts = frozenset(
+            op_type for steps in kept for i in _start_steps(steps) for op_type, _ in steps[i].alternatives
+        )
+        plans.append(_Plan(p, variants, prefix, starts))
+    return plans
+
+
+def _compile(step: Step) -> _Step:
+    alternatives = tuple(
+        (op_type, tokens, tuple(t[1:] for t in tokens if t.startswith("$"))) for op_type, tokens in step.alternatives
+    )
+    return _Step(step.out, step.optional, alternatives, _first_ref(step))
+
+
+def _start_steps(steps: tuple[Step, ...]) -> list[int]:
+    """The steps a match may start at: each optional one up to the first required step, and that step."""
+    found = []
+    for i, step in enumerate(steps):
+        found.append(i)
+        if not step.optional:
+            break
+    return found
 
 
 class _Match:
@@ -168,13 +242,12 @@ def _match_inputs(op: OpView, tokens: tuple[str, ...], match: _Match) -> dict[st
     return None
 
 
-def _try_step(step: Step, node: str, match: _Match, g: FusionGraph) -> bool:
-    """Bind ``node`` to ``step`` if its op type and inputs fit one of the step's alternatives."""
-    op = g.ops[node]
+def _try_step(step: _Step, op: OpView, match: _Match) -> bool:
+    """Bind ``op`` (a node) to ``step`` if its op type and inputs fit one of the step's alternatives."""
     out = op.output(0)
     if out is None:
         return False
-    for op_type, tokens in step.alternatives:
+    for op_type, tokens, _ in step.alternatives:
         if op.op_type != op_type:
             continue
         new = _match_inputs(op, tokens, match)
@@ -182,63 +255,64 @@ def _try_step(step: Step, node: str, match: _Match, g: FusionGraph) -> bool:
             continue
         match.bind.update(new)
         match.bind[match.resolve(step.out)] = out.name
-        match.used[node] = step.out
+        match.used[op.id] = step.out
         return True
     return False
 
 
-def _match_variant(steps: tuple[Step, ...], start: int, node: str, state: PassState) -> _Match | None:
+def _match_variant(steps: tuple[_Step, ...], start: int, node: str, state: PassState) -> _Match | int:
+    """The bindings of ``steps`` matched from ``node`` at step ``start``, else the step where the match failed
+    (the match up to a step is a function of the steps up to it)."""
     g = state.g
     match = _Match()
-    for step in steps[:start]:
-        ref = _first_ref(step)
+    for j in range(start):
+        ref = steps[j].first_ref
         if ref is None:
-            return None
-        match.alias[step.out] = ref
-    if not _try_step(steps[start], node, match, g):
-        return None
-    for step in steps[start + 1 :]:
+            return j
+        match.alias[steps[j].out] = ref
+    if not _try_step(steps[start], g.ops[node], match):
+        return start
+    consumers, ops, bind, used = g.consumers, g.ops, match.bind, match.used
+    for j in range(start + 1, len(steps)):
+        step = steps[j]
         found = False
-        for op_type, tokens in step.alternatives:
-            refs = [match.resolve(t[1:]) for t in tokens if t.startswith("$")]
-            bound = [match.bind[r] for r in refs if r in match.bind]
+        for op_type, _, variables in step.alternatives:
+            bound = [bind[r] for r in map(match.resolve, variables) if r in bind]
             if not bound:
                 continue
-            for candidate in g.consumers.get(min(bound, key=lambda name: len(g.consumers.get(name, ()))), ()):
-                if candidate in match.used or state.single(candidate) is None:
+            fewest = bound[0] if len(bound) == 1 else min(bound, key=lambda name: len(consumers.get(name, ())))
+            for candidate in consumers.get(fewest, ()):
+                op = ops[candidate]
+                if op.op_type != op_type or candidate in used or state.single(candidate) is None:
                     continue
-                if g.ops[candidate].op_type == op_type and _try_step(step, candidate, match, g):
+                if _try_step(step, op, match):
                     found = True
                     break
             if found:
                 break
         if not found:
-            if not step.optional:
-                return None
-            ref = _first_ref(step)
-            if ref is None:
-                return None
-            match.alias[step.out] = ref
+            if not step.optional or step.first_ref is None:
+                return j
+            match.alias[step.out] = step.first_ref
     return match
 
 
-def _start_indices(steps: tuple[Step, ...], op_type: str) -> list[int]:
-    starts = []
-    for i, step in enumerate(steps):
-        if any(alt[0] == op_type for alt in step.alternatives):
-            starts.append(i)
-        if not step.optional:
-            break
-    return starts
-
-
-def _apply_function(pattern: FunctionPattern, node: str, state: PassState) -> FunctionMatch | None:
+def _apply_function(plan: _Plan, node: str, state: PassState) -> FunctionMatch | None:
+    """The first variant of ``plan`` matching from ``node`` whose members keep their values inside (else a miss
+    each), joined into one unit. A variant sharing the steps up to where another failed from the same start is
+    not tried (it fails there too)."""
     g = state.g
     op_type = g.ops[node].op_type
-    for steps in pattern.variants:
+    pattern = plan.pattern
+    failed: list[tuple[int, int, int]] = []  # (start, the prefix's first variant, the step where it failed)
+    for v, steps in enumerate(plan.variants):
+        prefix = plan.prefix[v]
         for start in _start_indices(steps, op_type):
+            if any(at == start and prefix[j] == first for at, first, j in failed):
+                continue
             match = _match_variant(steps, start, node, state)
-            if match is None:
+            if isinstance(match, int):
+                failed.append((start, prefix[match], match))
                 continue
             output = match.bind.get(match.resolve(steps[-1].out))
             if output is None:
@@ -252,6 +326,16 @@ def _apply_function(pattern: FunctionPattern, node: str, state: PassState) -> Fu
             _join(found, state)
             return found
     return None
+
+
+def _start_indices(steps: tuple[_Step, ...], op_type: str) -> list[int]:
+    starts = []
+    for i, step in enumerate(steps):
+        if any(alt[0] == op_type for alt in step.alternatives):
+            starts.append(i)
+        if not step.optional:
+            break
+    return starts
 
 
 def _join(found: FunctionMatch, state: PassState) -> None:
