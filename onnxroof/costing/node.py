@@ -40,11 +40,15 @@ _POOL_SIZE = 4096
 @dataclass
 class CostCache:
     """What costing one model remembers while it runs (one per cost stage, never kept on the IR): the weight
-    roots of each scope's derived weights (:func:`derived_roots`), and one :class:`NodeCost` per distinct
-    weightless cost (:func:`_costed`). A scope's roots are keyed by the scope itself, which the cache keeps."""
+    roots of each scope's derived weights (:func:`derived_roots`), one :class:`NodeCost` per distinct
+    weightless cost (:func:`_costed`), and the rule's figures per node signature (``rules``). A scope's roots
+    are keyed by the scope itself, which the cache keeps."""
 
     roots: dict[int, tuple[ModelIR, dict[str, tuple[TensorInfo, ...] | None]]] = field(default_factory=dict)
     pool: dict[tuple[object, ...], NodeCost] = field(default_factory=dict)
+    rules: dict[tuple[object, ...], Cost] = field(default_factory=dict)
+    """The rule's figures per :func:`cost_signature` with its weights (:func:`_rule_cost`): a model's layers read
+    weights of equal shapes."""
 
     def roots_of(self, scope: ModelIR) -> dict[str, tuple[TensorInfo, ...] | None]:
         """The remembered roots of ``scope``'s weights (filled by :func:`derived_roots`)."""
@@ -197,7 +201,7 @@ def cost_node(
     if entry.kind.moves_nothing:
         return _MOVES_NOTHING[entry.kind]
     try:
-        cost, table = evaluate_with_weights(op, entry)
+        cost, table = _rule_cost(op, entry, cache)
     except ShapeUnknown as missing:
         note = f"no static shape for '{missing.tensor}'"
         return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
@@ -211,10 +215,31 @@ def cost_node(
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
 
 
-def cost_signature(op: OpView) -> tuple[object, ...] | None:
+def _rule_cost(op: OpView, entry: RuleEntry, cache: CostCache) -> tuple[Cost, dict[str, tuple[float, float]]]:
+    """:func:`~onnxroof.core.registry.evaluate_with_weights`, the rule run once per :func:`cost_signature` with
+    the weights described like the other inputs (by shape, dtype, item size and role, not by name): the rule
+    and the node's contract read nothing else. Its figures are then shared; the weight table (by name) and the
+    params it gives are the node's own: params = Σ parameters of the node's weights, as the evaluation sets
+    them."""
+    key = cost_signature(op, weights=True)
+    shared = cache.rules.get(key) if key is not None else None
+    if shared is None:
+        cost, table = evaluate_with_weights(op, entry)
+        if key is not None:
+            cache.rules[key] = cost
+        return cost, table
+    table = weight_table(op, entry)
+    params = float(sum(numel for numel, _ in table.values())) if table else 0.0
+    if params != shared.params:
+        shared = Cost(shared.flops, shared.macs, shared.bytes_read, shared.bytes_written, params)
+    return shared, table
+
+
+def cost_signature(op: OpView, weights: bool = False) -> tuple[object, ...] | None:
     """What a rule's figures for ``op`` depend on, as one hashable key, or None when the node's cost depends on
     more (an input that is a weight: its entries are keyed by name; a body; an attribute value that is not
-    hashable, such as a list of ints).
+    hashable, such as a list of ints). ``weights``: describe a weight input like the others instead (the key of
+    the rule's figures alone, :func:`_rule_cost`).
 
     A rule is a pure function of the node's op type, domain, opset, attributes and its tensors' shapes, dtypes,
     item sizes and roles; names and ids enter only the weights (excluded here) and error messages (an error is
@@ -236,7 +261,7 @@ def cost_signature(op: OpView) -> tuple[object, ...] | None:
     for t in op.inputs:
         if t is None:
             tensors.append(None)
-        elif t.role == Role.WEIGHT:
+        elif t.role == Role.WEIGHT and not weights:
             return None
         else:
             tensors.append((t.shape, t.dtype, t.itemsize, t.role))

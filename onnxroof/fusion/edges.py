@@ -26,8 +26,8 @@ def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
     for p in edges:
         for op_type in p.anchor:
             by_anchor.setdefault(op_type, []).append(p)
-    for node, unit in state.unit_of.items():  # node order; merges only rebind existing keys
-        if unit.op_type not in by_anchor or unit.anchor != node or not unit.alive:
+    for node, unit in state.unit_of.items_of(by_anchor):  # node order; merges only rebind existing keys
+        if unit.anchor != node or not unit.alive:
             continue
         progressed = True
         while progressed:
@@ -110,8 +110,8 @@ def _explain_orphans(pattern: EdgePattern, state: PassState) -> None:
     explained = {node for miss in state.misses if miss.pattern == pattern.name for node in miss.node_ids}
     anchors = "/".join(sorted(pattern.anchor))
     verb = "fold" if pattern.fold else "fuse"
-    for node, unit in state.unit_of.items():  # single-node units of an orphan type, in node order
-        if unit.op_type not in pattern.orphans or len(unit.nodes) != 1 or node in explained:
+    for node, unit in state.unit_of.items_of(pattern.orphans):  # single-node units of an orphan type, in node order
+        if len(unit.nodes) != 1 or node in explained:
             continue
         op = g.ops[node]
         first = op.input(0)

@@ -8,7 +8,7 @@ elementwise); :class:`Unit` is one kernel under construction; and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
 from typing import NamedTuple
@@ -234,6 +234,20 @@ class Units:
         for op in self._graph.ir.ops:
             unit = self.get(op.id)
             if unit is not None:
+                yield op.id, unit
+
+    def items_of(self, keys: Container[str]) -> Iterator[tuple[str, Unit]]:
+        """:meth:`items` restricted to the units whose op type is in ``keys`` at their turn, in node order. An
+        untouched node of another type is passed over without making its unit (its unit's op type would be its
+        own key, :attr:`OpTypeFacts.key`)."""
+        made, costed_at, types = self._made.get, self._graph.costed_at, self._graph.types
+        for i, op in enumerate(self._graph.ir.ops):
+            unit = made(op.id)
+            if unit is None:
+                if not costed_at[i] or types[op.domain][op.op_type].key not in keys:
+                    continue
+                unit = self[op.id]
+            if unit.op_type in keys:
                 yield op.id, unit
 
     def anchored(self) -> list[tuple[int, Unit | None, list[int]]]:
