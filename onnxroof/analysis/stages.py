@@ -42,7 +42,7 @@ from onnxroof.core.ir import ModelIR, OpView, build_ir
 from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.states import NodeState, OpClass, Role
-from onnxroof.costing.node import CostCache, cost_node, cost_signature, shareable
+from onnxroof.costing.node import CostCache, cost_node, cost_signature, folded_signature, shareable
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.bodies import fuse_with_bodies
@@ -189,7 +189,8 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     """Cost every node of ``bound`` (its rules; control flow through its bodies). ``platform`` is read only under
     ``skip_compute`` (its sparsity pattern and sparse peaks decide the zeros skipped).
 
-    Nodes of one :func:`~onnxroof.costing.node.cost_signature` share one row (NodeCost, wanted precision, class,
+    Nodes of one :func:`~onnxroof.costing.node.cost_signature` (their weights described by shape, dtype and role;
+    folded, of one :func:`~onnxroof.costing.node.folded_signature`) share one row (NodeCost, wanted precision, class,
     descriptor: each a function of the signature), built once. A shared row is costed by a rule, zero or folded,
     with no weights, warnings or unsupported ops inside (:func:`~onnxroof.costing.node.shareable`), so the
     unsupported ops, weights and warnings are gathered from the other nodes only (``notable``)."""
@@ -203,12 +204,14 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     rows: list[_Row] = []
     notable: list[int] = []  # the nodes whose row is their own
     for i, op in enumerate(ir.ops):
-        signature = cost_signature(op)
+        folded = folded_signature(op)
+        signature = folded or cost_signature(op, weights=True)
         row = seen.get(signature) if signature is not None else None
         if row is None:
-            node_cost = cost_node(op, ir, root_graph, cache)
+            node_cost = cost_node(op, ir, root_graph, cache, None if folded else signature)
             node_class, dtype = _node_class(op, by_type), op.dtype
-            row = (node_cost, plan.precision or precision_of(dtype), node_class, _descriptor(op, node_class, shared))
+            descriptor = _descriptor(op, node_class, shared, dtype)
+            row = (node_cost, plan.precision or precision_of(dtype), node_class, descriptor)
             if signature is not None and shareable(node_cost):
                 seen[signature] = row
             else:
@@ -280,10 +283,15 @@ def node_descriptors(ops: Sequence[OpView], op_classes: Sequence[OpClass]) -> tu
     return tuple(_descriptor(op, kind, shared) for op, kind in zip(ops, op_classes, strict=True))
 
 
-def _descriptor(op: OpView, kind: OpClass, shared: dict[tuple[OpClass, str], KernelDescriptor]) -> KernelDescriptor:
-    """``op`` on its own as a kernel: its class, GEMM view, convolution geometry and dtypes. The nodes without a
-    GEMM view (most of them) share one descriptor per (class, dtype) in ``shared``: equal values, built once."""
-    gemm, dtype = array_gemm(op), op.dtype
+def _descriptor(
+    op: OpView, kind: OpClass, shared: dict[tuple[OpClass, str], KernelDescriptor], dtype: str | None = None
+) -> KernelDescriptor:
+    """``op`` on its own as a kernel: its class, GEMM view, convolution geometry and dtypes (``dtype``: ``op.dtype``
+    when the caller has it). The nodes without a GEMM view (most of them) share one descriptor per (class, dtype)
+    in ``shared``: equal values, built once."""
+    gemm = array_gemm(op)
+    if dtype is None:
+        dtype = op.dtype
     if gemm is not None:
         return KernelDescriptor(str(kind), gemm, dtype, conv=conv_geometry(op), accumulation=accumulation_dtype(dtype))
     key = (kind, dtype)

@@ -14,10 +14,11 @@ import onnx.defs
 
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.gemm import ARRAY_OPS
 from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView, TensorInfo
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.registry import RuleEntry, evaluate_with_weights, weight_table
-from onnxroof.core.states import NodeState, Role, RuleKind
+from onnxroof.core.states import NodeState, OpClass, Role, RuleKind
 from onnxroof.costing.control_flow import cost_body, cost_control_flow
 from onnxroof.costing.function import expand_function
 from onnxroof.rules import REGISTRY
@@ -182,12 +183,17 @@ def _has_schema(op_type: str, domain: str) -> bool:
 
 
 def cost_node(
-    op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = None, cache: CostCache | None = None
+    op: OpView,
+    scope: ModelIR,
+    root_graph: onnx.GraphProto | None = None,
+    cache: CostCache | None = None,
+    signature: tuple[object, ...] | None = None,
 ) -> NodeCost:
     """State, kind, cost and weights of one node (control-flow nodes through their bodies). A weight read
     through a folded view (a Reshape of an initializer) is keyed by the initializer it aliases, so a weight
     two ops read in different shapes (GenAI's tied int4 embedding and lm_head) counts once. ``cache``: what the
-    cost stage remembers across nodes (:class:`CostCache`; a fresh one when None)."""
+    cost stage remembers across nodes (:class:`CostCache`; a fresh one when None); ``signature``: the node's
+    ``cost_signature(op, weights=True)`` when the caller has it (else built here when a rule costs the node)."""
     cache = cache if cache is not None else CostCache()
     if _computed_at_load(op.outputs):
         if not is_known_op(op):  # nothing can evaluate it at load time: never silently zero
@@ -201,7 +207,7 @@ def cost_node(
     if entry.kind.moves_nothing:
         return _MOVES_NOTHING[entry.kind]
     try:
-        cost, table = _rule_cost(op, entry, cache)
+        cost, table = _rule_cost(op, entry, cache, signature)
     except ShapeUnknown as missing:
         note = f"no static shape for '{missing.tensor}'"
         return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
@@ -215,13 +221,16 @@ def cost_node(
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
 
 
-def _rule_cost(op: OpView, entry: RuleEntry, cache: CostCache) -> tuple[Cost, dict[str, tuple[float, float]]]:
+def _rule_cost(
+    op: OpView, entry: RuleEntry, cache: CostCache, key: tuple[object, ...] | None = None
+) -> tuple[Cost, dict[str, tuple[float, float]]]:
     """:func:`~onnxroof.core.registry.evaluate_with_weights`, the rule run once per :func:`cost_signature` with
     the weights described like the other inputs (by shape, dtype, item size and role, not by name): the rule
     and the node's contract read nothing else. Its figures are then shared; the weight table (by name) and the
     params it gives are the node's own: params = Σ parameters of the node's weights, as the evaluation sets
-    them."""
-    key = cost_signature(op, weights=True)
+    them. ``key``: the node's signature when the caller has it."""
+    if key is None:
+        key = cost_signature(op, weights=True)
     shared = cache.rules.get(key) if key is not None else None
     if shared is None:
         cost, table = evaluate_with_weights(op, entry)
@@ -238,8 +247,9 @@ def _rule_cost(op: OpView, entry: RuleEntry, cache: CostCache) -> tuple[Cost, di
 def cost_signature(op: OpView, weights: bool = False) -> tuple[object, ...] | None:
     """What a rule's figures for ``op`` depend on, as one hashable key, or None when the node's cost depends on
     more (an input that is a weight: its entries are keyed by name; a body; an attribute value that is not
-    hashable, such as a list of ints). ``weights``: describe a weight input like the others instead (the key of
-    the rule's figures alone, :func:`_rule_cost`).
+    hashable, such as a tensor; a list is keyed by its items, marked as a list). ``weights``: describe a weight
+    input like the others instead: the key of the rule's figures (:func:`_rule_cost`), and of the whole cost of a
+    node whose weights are config inputs only (a Slice's starts; :func:`shareable` tells).
 
     A rule is a pure function of the node's op type, domain, opset, attributes and its tensors' shapes, dtypes,
     item sizes and roles; names and ids enter only the weights (excluded here) and error messages (an error is
@@ -255,8 +265,12 @@ def cost_signature(op: OpView, weights: bool = False) -> tuple[object, ...] | No
         attrs_key = tuple(attrs.items())
         try:
             hash(attrs_key)
-        except TypeError:  # a list, an array or a tensor among the values
-            return None
+        except TypeError:  # a list (a Transpose's perm), an array or a tensor among the values
+            attrs_key = tuple((k, (list, *v) if type(v) is list else v) for k, v in attrs.items())
+            try:
+                hash(attrs_key)
+            except TypeError:  # an array, a tensor, or a list of them
+                return None
     tensors: list[object] = [op.op_type, op.domain, op.opset, attrs_key]
     for t in op.inputs:
         if t is None:
@@ -269,6 +283,19 @@ def cost_signature(op: OpView, weights: bool = False) -> tuple[object, ...] | No
     for t in op.outputs:
         tensors.append(None if t is None else (t.shape, t.dtype, t.itemsize, t.role))
     return tuple(tensors)
+
+
+def folded_signature(op: OpView) -> tuple[object, ...] | None:
+    """The key of a node :func:`cost_node` folds (its outputs computed at load time, its op known) whose row in
+    the cost stage is a function of its op type, domain and dtype alone: the shared folded cost, the class of its
+    type (not a convolution, whose class reads the node) and a descriptor without a GEMM view (not an op of
+    :data:`~onnxroof.core.gemm.ARRAY_OPS`); None for any other node. Tested before :func:`cost_signature`: a
+    ``Constant``'s value attribute makes that one None, and a model holds hundreds of them."""
+    if not _computed_at_load(op.outputs) or op.op_type in ARRAY_OPS or not is_known_op(op):
+        return None
+    if REGISTRY.op_class(op.domain, op.op_type) == OpClass.CONV:
+        return None
+    return (NodeState.FOLDED, op.op_type, op.domain, op.dtype)  # 4 items: no cost_signature has fewer than 5
 
 
 def shareable(node_cost: NodeCost) -> bool:

@@ -12,10 +12,11 @@ instead of matched again (``prior``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from onnxroof.core.ir import OpView
+from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.fusion.graph import FusionGraph, MissRecord, PassState
 from onnxroof.fusion.patterns import FunctionPattern, Step
 
@@ -34,27 +35,34 @@ class FunctionMatch:
 @dataclass(frozen=True)
 class FunctionMatches:
     """Phase 1's decisions on one graph (the matches and the misses, in the order found) and the facts they were
-    made from (:func:`matcher_facts`): another binding of the graph with equal facts replays them."""
+    made from (:attr:`facts`): another binding of the graph with equal facts replays them."""
 
-    facts: tuple[object, ...] | None = field(repr=False)
-    """None: not reused (a graph with bodies, or one where no node's op type can start a function: matching it
-    again costs a look at its op types, so its facts are not built)."""
+    source: tuple[tuple[str, ...], ModelIR, bytes] | None = field(repr=False, compare=False)
+    """What :attr:`facts` are read from (the patterns' names, the graph, which nodes are costed); None: not
+    reused (a graph where no node's op type can start a function: matching it again costs a look at its op
+    types, so its facts are not built)."""
     matches: tuple[FunctionMatch, ...]
     misses: tuple[MissRecord, ...]
 
+    @functools.cached_property
+    def facts(self) -> tuple[object, ...] | None:
+        """:func:`matcher_facts`, built when first compared (a single analysis, which replays nothing, never
+        asks); None when not reused."""
+        return None if self.source is None else matcher_facts(*self.source)
 
-def matcher_facts(functions: Sequence[FunctionPattern], state: PassState) -> tuple[object, ...] | None:
+
+def matcher_facts(names: tuple[str, ...], ir: ModelIR, costed_at: bytes) -> tuple[object, ...] | None:
     """Everything phase 1 reads, as one flat tuple (None for a graph with bodies: not reused there).
 
-    The patterns' names; the graph outputs; per node in topological order its id, op type and domain, its inputs
-    (count, then each absent or its name and role: whether it is a constant), its outputs (count, then names)
-    and whether it is costed (has a unit). Producers, consumers and view aliases are functions of these (the
-    graph index), and the rule kinds of the op types are the registry's. The lengths make the tuple unambiguous
-    (one flat tuple, not a tuple per node: cheaper to build and to compare than the matching it saves)."""
-    ir = state.g.ir
-    facts: list[object] = [tuple(p.name for p in functions), tuple(ir.graph_outputs)]
-    append, unit_of = facts.append, state.unit_of
-    for op in ir.ops:
+    The patterns' ``names``; the graph outputs; per node in topological order its id, op type and domain, its
+    inputs (count, then each absent or its name and role: whether it is a constant), its outputs (count, then
+    names) and whether it is costed (``costed_at``: has a unit). Producers, consumers and view aliases are
+    functions of these (the graph index), and the rule kinds of the op types are the registry's. The lengths make
+    the tuple unambiguous (one flat tuple, not a tuple per node: cheaper to build and to compare than the
+    matching it saves)."""
+    facts: list[object] = [names, tuple(ir.graph_outputs)]
+    append = facts.append
+    for op, costed in zip(ir.ops, costed_at, strict=True):
         if op.subgraphs:
             return None
         append(op.id)
@@ -70,7 +78,7 @@ def matcher_facts(functions: Sequence[FunctionPattern], state: PassState) -> tup
         append(len(op.outputs))
         for t in op.outputs:
             append(None if t is None else t.name)
-        append(op.id in unit_of)
+        append(costed == 1)
     return tuple(facts)
 
 
@@ -79,9 +87,10 @@ def apply_functions(
 ) -> FunctionMatches | None:
     """Recognise ``functions`` on the nodes still alone in their unit, scanning in topological order; the
     decisions made (None when no function is enabled). ``prior``: another binding's decisions, replayed when its
-    :func:`matcher_facts` equal this graph's (the matching is a function of them); matched afresh otherwise. A
-    graph where no node's op type can start a function is known to match nothing from its op types alone: its
-    facts are not built (a single analysis, which replays nothing, would build them for nothing).
+    :func:`matcher_facts` equal this graph's (the matching is a function of them); matched afresh otherwise. The
+    facts of a fresh match are built only when another binding compares them (:attr:`FunctionMatches.facts`); a
+    graph where no node's op type can start a function is known to match nothing from its op types alone and
+    keeps none.
 
     Only the variants the graph's op types can fill are tried (:func:`_plans`): a variant whose required step
     names no op type of the graph (an Erf for a GELU in a graph without one) never matches, so dropping it
@@ -96,12 +105,14 @@ def apply_functions(
             starts.setdefault(op_type, []).append(plan)
     if not any(op_type in starts for op_type in present):
         return FunctionMatches(None, (), ())  # no node can start a function: nothing to match, nor to replay
-    facts = matcher_facts(functions, state)
-    if prior is not None and facts is not None and prior.facts == facts:
-        for replayed in prior.matches:
-            _join(replayed, state)
-        state.misses.extend(prior.misses)
-        return prior
+    source = (tuple(p.name for p in functions), g.ir, g.costed_at)
+    if prior is not None and prior.facts is not None:
+        facts = matcher_facts(*source)
+        if prior.facts == facts:
+            for replayed in prior.matches:
+                _join(replayed, state)
+            state.misses.extend(prior.misses)
+            return prior
     first_miss = len(state.misses)
     matches: list[FunctionMatch] = []
     for op in g.ir.ops:
@@ -114,7 +125,7 @@ def apply_functions(
                 if found is not None:
                     matches.append(found)
                     break
-    return FunctionMatches(facts, tuple(matches), tuple(state.misses[first_miss:]))
+    return FunctionMatches(source, tuple(matches), tuple(state.misses[first_miss:]))
 
 
 #: One alternative of a step, compiled: its op type, its input tokens and the variables it reads (``$`` dropped).
