@@ -284,6 +284,11 @@ class PassState:
         self.unit_of = Units(graph)
         self.misses: list[MissRecord] = []
 
+    def alone(self, node: str) -> bool:
+        """Whether ``node`` is costed and alone in its unit (:meth:`single` is not None), without making its unit."""
+        unit = self.unit_of.made(node)
+        return self.unit_of.costed(node) if unit is None else len(unit.nodes) == 1
+
     def single(self, node: str) -> Unit | None:
         unit = self.unit_of.get(node)
         return unit if unit is not None and len(unit.nodes) == 1 else None

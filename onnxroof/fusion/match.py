@@ -13,10 +13,10 @@ instead of matched again (``prior``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from onnxroof.core.ir import ModelIR, OpView
+from onnxroof.core.ir import ModelIR, OpView, TensorInfo
 from onnxroof.fusion.graph import FusionGraph, MissRecord, PassState
 from onnxroof.fusion.patterns import FunctionPattern, Step
 
@@ -115,12 +115,13 @@ def apply_functions(
             return prior
     first_miss = len(state.misses)
     matches: list[FunctionMatch] = []
+    alone = state.alone
     for op in g.ir.ops:
         tried = starts.get(op.op_type)
         if tried is None:
             continue
         for plan in tried:
-            if state.single(op.id) is not None:
+            if alone(op.id):
                 found = _apply_function(plan, op.id, state)
                 if found is not None:
                     matches.append(found)
@@ -128,14 +129,29 @@ def apply_functions(
     return FunctionMatches(source, tuple(matches), tuple(state.misses[first_miss:]))
 
 
-#: One alternative of a step, compiled: its op type, its input tokens and the variables it reads (``$`` dropped).
-_Alternative = tuple[str, tuple[str, ...], tuple[str, ...]]
+#: The kinds of an input token: a constant (``c``), an absent input or a constant (``?c``), any present input
+#: (``*``), a variable (``$x``: bound to the input's name, or equal to it when bound already).
+_CONST, _OPTIONAL_CONST, _ANY, _VAR = range(4)
+
+#: One input token, compiled: its kind and, for a variable, its name.
+_Token = tuple[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Alternative:
+    """One alternative of a step, compiled: its op type, its input tokens (and in the other order, for a
+    commutative op of two inputs) and the variables it reads."""
+
+    op_type: str
+    tokens: tuple[_Token, ...]
+    swapped: tuple[_Token, ...] | None
+    variables: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class _Step:
     """A template step as the matcher reads it: its output variable, whether it is optional, its alternatives
-    (:data:`_Alternative`) and the variable its first alternative reads first (what a skipped step aliases)."""
+    and the variable its first alternative reads first (what a skipped step aliases)."""
 
     out: str
     optional: bool
@@ -149,12 +165,13 @@ class _Plan:
 
     ``variants``: each as its steps; ``prefix[v][j]``: the first variant whose steps up to ``j`` equal variant
     ``v``'s (a variant that fails at step ``j`` from one start fails there for every variant sharing the prefix);
-    ``starts``: the op types a match can start on (the steps up to the first required one)."""
+    ``starts``: per op type a match can start on, the steps of each variant it can start at (the steps up to the
+    first required one naming it)."""
 
     pattern: FunctionPattern
     variants: tuple[tuple[_Step, ...], ...]
     prefix: tuple[tuple[int, ...], ...]
-    starts: frozenset[str]
+    starts: Mapping[str, tuple[tuple[int, ...], ...]]
 
 
 def _plans(functions: Sequence[FunctionPattern], present: frozenset[str]) -> list[_Plan]:
@@ -174,28 +191,51 @@ def _plans(functions: Sequence[FunctionPattern], present: frozenset[str]) -> lis
             tuple(next(u for u in range(v + 1) if kept[u][: j + 1] == steps[: j + 1]) for j in range(len(steps)))
             for v, steps in enumerate(kept)
         )
-        starts = frozenset(
-            op_type for steps in kept for i in _start_steps(steps) for op_type, _ in steps[i].alternatives
-        )
+        types = {op_type for steps in kept for step in _start_steps(steps) for op_type, _ in step.alternatives}
+        starts = {op_type: tuple(_start_indices(steps, op_type) for steps in kept) for op_type in sorted(types)}
         plans.append(_Plan(p, variants, prefix, starts))
     return plans
 
 
 def _compile(step: Step) -> _Step:
-    alternatives = tuple(
-        (op_type, tokens, tuple(t[1:] for t in tokens if t.startswith("$"))) for op_type, tokens in step.alternatives
-    )
-    return _Step(step.out, step.optional, alternatives, _first_ref(step))
+    alternatives = []
+    for op_type, tokens in step.alternatives:
+        compiled = tuple(map(_compile_token, tokens))
+        swapped = (compiled[1], compiled[0]) if op_type in _COMMUTATIVE and len(compiled) == 2 else None
+        variables = tuple(t[1:] for t in tokens if t.startswith("$"))
+        alternatives.append(_Alternative(op_type, compiled, swapped, variables))
+    return _Step(step.out, step.optional, tuple(alternatives), _first_ref(step))
 
 
-def _start_steps(steps: tuple[Step, ...]) -> list[int]:
+def _compile_token(token: str) -> _Token:
+    if token == "c":
+        return (_CONST, "")
+    if token == "?c":
+        return (_OPTIONAL_CONST, "")
+    if token == "*":
+        return (_ANY, "")
+    return (_VAR, token[1:])
+
+
+def _start_steps(steps: tuple[Step, ...]) -> list[Step]:
     """The steps a match may start at: each optional one up to the first required step, and that step."""
     found = []
-    for i, step in enumerate(steps):
-        found.append(i)
+    for step in steps:
+        found.append(step)
         if not step.optional:
             break
     return found
+
+
+def _start_indices(steps: tuple[Step, ...], op_type: str) -> tuple[int, ...]:
+    """The steps of ``steps`` a match from a node of ``op_type`` may start at."""
+    starts = []
+    for i, step in enumerate(steps):
+        if any(alt[0] == op_type for alt in step.alternatives):
+            starts.append(i)
+        if not step.optional:
+            break
+    return tuple(starts)
 
 
 class _Match:
@@ -221,47 +261,60 @@ def _first_ref(step: Step) -> str | None:
     return None
 
 
-def _match_inputs(op: OpView, tokens: tuple[str, ...], match: _Match) -> dict[str, str] | None:
-    inputs = list(op.inputs)
-    while inputs and inputs[-1] is None:
-        inputs.pop()
-    if len(inputs) > len(tokens):
+def _match_inputs(op: OpView, alternative: _Alternative, match: _Match) -> dict[str, str] | None:
+    """The variables ``op``'s inputs bind for ``alternative``'s tokens (in either order for a commutative op of
+    two inputs), None when they do not fit (trailing absent inputs ignored)."""
+    inputs = op.inputs
+    count = len(inputs)
+    while count and inputs[count - 1] is None:
+        count -= 1
+    tokens = alternative.tokens
+    if count > len(tokens):
         return None
-    orders = [tokens]
-    if op.op_type in _COMMUTATIVE and len(tokens) == 2 and len(inputs) == 2:
-        orders.append((tokens[1], tokens[0]))
-    for order in orders:
-        new: dict[str, str] = {}
-        for i, token in enumerate(order):
-            t = inputs[i] if i < len(inputs) else None
-            if token == "c":
-                ok = t is not None and t.is_constant
-            elif token == "?c":
-                ok = t is None or t.is_constant
-            elif token == "*":
-                ok = t is not None
-            else:
-                var = match.resolve(token[1:])
-                bound = match.bind.get(var, new.get(var))
-                ok = t is not None and (bound is None or bound == t.name)
-                if ok and bound is None:
-                    new[var] = t.name  # type: ignore[union-attr]  # ok implies t is not None
-            if not ok:
-                break
-        else:
-            return new
-    return None
+    new = _bind_inputs(inputs, count, tokens, match)
+    if new is None and count == 2 and alternative.swapped is not None:
+        new = _bind_inputs(inputs, count, alternative.swapped, match)
+    return new
+
+
+def _bind_inputs(
+    inputs: tuple[TensorInfo | None, ...], count: int, tokens: tuple[_Token, ...], match: _Match
+) -> dict[str, str] | None:
+    new: dict[str, str] = {}
+    bind = match.bind
+    for i, (kind, var) in enumerate(tokens):
+        t = inputs[i] if i < count else None
+        if kind == _VAR:
+            if t is None:
+                return None
+            var = match.resolve(var)
+            bound = bind.get(var, new.get(var))
+            if bound is None:
+                new[var] = t.name
+            elif bound != t.name:
+                return None
+        elif kind == _CONST:
+            if t is None or not t.is_constant:
+                return None
+        elif kind == _OPTIONAL_CONST:
+            if t is not None and not t.is_constant:
+                return None
+        elif t is None:
+            return None
+    return new
 
 
 def _try_step(step: _Step, op: OpView, match: _Match) -> bool:
     """Bind ``op`` (a node) to ``step`` if its op type and inputs fit one of the step's alternatives."""
-    out = op.output(0)
+    outputs = op.outputs
+    out = outputs[0] if outputs else None
     if out is None:
         return False
-    for op_type, tokens, _ in step.alternatives:
-        if op.op_type != op_type:
+    op_type = op.op_type
+    for alternative in step.alternatives:
+        if alternative.op_type != op_type:
             continue
-        new = _match_inputs(op, tokens, match)
+        new = _match_inputs(op, alternative, match)
         if new is None:
             continue
         match.bind.update(new)
@@ -283,18 +336,19 @@ def _match_variant(steps: tuple[_Step, ...], start: int, node: str, state: PassS
         match.alias[steps[j].out] = ref
     if not _try_step(steps[start], g.ops[node], match):
         return start
-    consumers, ops, bind, used = g.consumers, g.ops, match.bind, match.used
+    consumers, ops, bind, used, alone = g.consumers, g.ops, match.bind, match.used, state.alone
     for j in range(start + 1, len(steps)):
         step = steps[j]
         found = False
-        for op_type, _, variables in step.alternatives:
-            bound = [bind[r] for r in map(match.resolve, variables) if r in bind]
+        for alternative in step.alternatives:
+            bound = [bind[r] for r in map(match.resolve, alternative.variables) if r in bind]
             if not bound:
                 continue
             fewest = bound[0] if len(bound) == 1 else min(bound, key=lambda name: len(consumers.get(name, ())))
+            op_type = alternative.op_type
             for candidate in consumers.get(fewest, ()):
                 op = ops[candidate]
-                if op.op_type != op_type or candidate in used or state.single(candidate) is None:
+                if op.op_type != op_type or candidate in used or not alone(candidate):
                     continue
                 if _try_step(step, op, match):
                     found = True
@@ -313,13 +367,12 @@ def _apply_function(plan: _Plan, node: str, state: PassState) -> FunctionMatch |
     each), joined into one unit. A variant sharing the steps up to where another failed from the same start is
     not tried (it fails there too)."""
     g = state.g
-    op_type = g.ops[node].op_type
     pattern = plan.pattern
     failed: list[tuple[int, int, int]] = []  # (start, the prefix's first variant, the step where it failed)
-    for v, steps in enumerate(plan.variants):
-        prefix = plan.prefix[v]
-        for start in _start_indices(steps, op_type):
-            if any(at == start and prefix[j] == first for at, first, j in failed):
+    for v, starts in enumerate(plan.starts[g.ops[node].op_type]):
+        steps, prefix = plan.variants[v], plan.prefix[v]
+        for start in starts:
+            if failed and any(at == start and prefix[j] == first for at, first, j in failed):
                 continue
             match = _match_variant(steps, start, node, state)
             if isinstance(match, int):
@@ -337,16 +390,6 @@ def _apply_function(plan: _Plan, node: str, state: PassState) -> FunctionMatch |
             _join(found, state)
             return found
     return None
-
-
-def _start_indices(steps: tuple[_Step, ...], op_type: str) -> list[int]:
-    starts = []
-    for i, step in enumerate(steps):
-        if any(alt[0] == op_type for alt in step.alternatives):
-            starts.append(i)
-        if not step.optional:
-            break
-    return starts
 
 
 def _join(found: FunctionMatch, state: PassState) -> None:
