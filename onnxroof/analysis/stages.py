@@ -393,20 +393,36 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
     for row, kernel in enumerate(fusion.kernels):
+        patterns = kernel.patterns
         if run is None:  # no control-flow body: every kernel's members are nodes of the IR, by position
             at = fusion.positions[row]  # type: ignore[index]  # the graph's own kernels have their positions
-            ops = list(map(ir.ops.__getitem__, at))
-            anchors.append(at[0])
-            launches.append(costed.node_costs[at[0]].launches if len(at) == 1 else 1)
+            first = at[0]
+            anchors.append(first)
+            if len(at) == 1:
+                op = ir.ops[first]
+                types = type_lists.setdefault((op.op_type,), (op.op_type,))
+                launches.append(costed.node_costs[first].launches)
+                if not patterns:  # a node alone: its class and dtype are the cost stage's
+                    op_types.append(types)
+                    node = costed.descriptors[first]
+                    descriptors.append(describe((op,), patterns, types, costed.op_classes[first], node.dtype))
+                    int8.append(False)
+                    continue
+                ops = [op]
+            else:
+                ops = list(map(ir.ops.__getitem__, at))
+                types = tuple(map(attrgetter("op_type"), ops))
+                types = type_lists.setdefault(types, types)
+                launches.append(1)
         else:
             ops = list(run[row].ops)
             anchors.append(position[run[row].anchor])
             launches.append(run[row].launches)
-        types = tuple(map(attrgetter("op_type"), ops))
-        types = type_lists.setdefault(types, types)
+            types = tuple(map(attrgetter("op_type"), ops))
+            types = type_lists.setdefault(types, types)
         op_types.append(types)
-        descriptors.append(describe(ops, kernel.patterns, types))
-        int8.append(bool(QDQ_PATTERNS.intersection(kernel.patterns)))
+        descriptors.append(describe(ops, patterns, types))
+        int8.append(bool(QDQ_PATTERNS.intersection(patterns)))
     return FusedModel(
         costed=costed,
         profile=profile,
