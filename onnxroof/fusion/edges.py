@@ -27,14 +27,33 @@ def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
         for op_type in p.anchor:
             by_anchor.setdefault(op_type, []).append(p)
     for node, unit in state.unit_of.items_of(by_anchor):  # node order; merges only rebind existing keys
-        if unit.anchor != node or not unit.alive:
-            continue
-        progressed = True
-        while progressed:
-            progressed = any(_apply_edge(p, unit, state) for p in by_anchor.get(unit.op_type, ()))
+        if unit.anchor == node and unit.alive:
+            _grow(unit, by_anchor, state)
     for p in edges:
         if p.orphans:
             _explain_orphans(p, state)
+
+
+def _grow(unit: Unit, by_anchor: dict[str, list[EdgePattern]], state: PassState) -> None:
+    """Apply the first pattern anchored on ``unit``'s op type that merges a neighbour, in order, until none does.
+    Within one round nothing merges, so the units reading ``unit``'s output are found once for every consumer
+    pattern of the round (a refused candidate only records a miss)."""
+    progressed = True
+    while progressed:
+        progressed = False
+        readers: list[Unit | None] | None = None
+        for pattern in by_anchor.get(unit.op_type, ()):
+            if pattern.direction != CONSUMER:
+                progressed = _apply_edge(pattern, unit, state)
+            elif unit.out is not None:
+                if readers is None:
+                    readers = [state.unit_of.get(u) for u in state.g.consumers.get(unit.out, ())]
+                joined = next((c for c in readers if _joinable(c, unit, pattern)), None)
+                progressed = joined is not None and _merge_if_checked(
+                    pattern, unit, joined, unit.out, joined.out, state
+                )
+            if progressed:
+                break
 
 
 def _joinable(unit: Unit | None, anchor: Unit, pattern: EdgePattern) -> bool:
