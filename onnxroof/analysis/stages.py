@@ -176,6 +176,10 @@ class CostedModel:
     descriptors: tuple[KernelDescriptor, ...]
     """Each node on its own as a kernel (:func:`node_descriptors`), for the unfused view's placement."""
     sparse: tuple[str, frozenset[str]] | None = None
+    firsts: tuple[int, ...] = ()
+    """Each node's first node of its signature (:func:`~onnxroof.costing.node.cost_signature`): the node itself,
+    or the earlier node whose row (NodeCost, precision, class, descriptor) it shares, and with it every fact of
+    its tensors but their names. Empty: not known (every node its own)."""
 
 
 def sparse_facts(plan: WhatIf, platform: Platform | None) -> tuple[str, frozenset[str]] | None:
@@ -200,23 +204,25 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
     root_graph = bound.root_graph
     cache = CostCache()
-    seen: dict[tuple[object, ...], _Row] = {}  # signature -> the row its nodes share
+    seen: dict[tuple[object, ...], tuple[_Row, int]] = {}  # signature -> the row its nodes share, its first node
     rows: list[_Row] = []
+    firsts: list[int] = []
     notable: list[int] = []  # the nodes whose row is their own
     for i, op in enumerate(ir.ops):
         folded = folded_signature(op)
         signature = folded or cost_signature(op, weights=True)
-        row = seen.get(signature) if signature is not None else None
-        if row is None:
+        found = seen.get(signature) if signature is not None else None
+        if found is None:
             node_cost = cost_node(op, ir, root_graph, cache, None if folded else signature)
             node_class, dtype = _node_class(op, by_type), op.dtype
             descriptor = _descriptor(op, node_class, shared, dtype)
-            row = (node_cost, plan.precision or precision_of(dtype), node_class, descriptor)
+            found = ((node_cost, plan.precision or precision_of(dtype), node_class, descriptor), i)
             if signature is not None and shareable(node_cost):
-                seen[signature] = row
+                seen[signature] = found
             else:
                 notable.append(i)
-        rows.append(row)
+        rows.append(found[0])
+        firsts.append(found[1])
     node_costs = list(map(itemgetter(0), rows))
     densities = [1.0] * len(rows)
     if sparse is not None and platform is not None:
@@ -246,6 +252,7 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
         warnings=tuple(warnings),
         descriptors=tuple(map(itemgetter(3), rows)),
         sparse=sparse,
+        firsts=tuple(firsts),
     )
 
 
@@ -391,6 +398,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     fusion, run = fuse_with_bodies(ir, costed.node_costs, profile, graph, reuse)
     position = graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
+    alone: dict[int, KernelDescriptor] = {}  # a signature's first node -> its nodes' descriptor as kernels alone
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
     for row, kernel in enumerate(fusion.kernels):
         patterns = kernel.patterns
@@ -404,8 +412,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
                 launches.append(costed.node_costs[first].launches)
                 if not patterns:  # a node alone: its class and dtype are the cost stage's
                     op_types.append(types)
-                    node = costed.descriptors[first]
-                    descriptors.append(describe((op,), patterns, types, costed.op_classes[first], node.dtype))
+                    descriptors.append(_node_kernel(op, first, costed, types, alone))
                     int8.append(False)
                     continue
                 ops = [op]
@@ -435,6 +442,22 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
         int8=np.asarray(int8, dtype=bool),
         functions=fusion.functions,
     )
+
+
+def _node_kernel(
+    op: OpView, at: int, costed: CostedModel, types: tuple[str, ...], alone: dict[int, KernelDescriptor]
+) -> KernelDescriptor:
+    """The descriptor of a kernel of ``op`` alone (the ``at``-th node, fused by no pattern): its class and dtype
+    the cost stage's, and shared by the nodes of one signature when it names no weight (``alone``, by the
+    signature's first node, :attr:`CostedModel.firsts`): a descriptor reads the node's op type, attributes and
+    its tensors' shapes, dtypes and roles, and the names of its weights only."""
+    first = costed.firsts[at] if costed.firsts else at
+    descriptor = alone.get(first)
+    if descriptor is None:
+        descriptor = describe((op,), (), types, costed.op_classes[at], costed.descriptors[at].dtype)
+        if not descriptor.weights:
+            alone[first] = descriptor
+    return descriptor
 
 
 def fallback_warnings(wanted: Sequence[str], platform: Platform) -> tuple[dict[str, str], list[str]]:

@@ -339,6 +339,12 @@ class _Grouping:
         self.position[b] = self.visited
         self.visited += 1
         first, end = blocks.pred_start[b], blocks.pred_end[b]
+        if first == end and blocks.size[b] < 0 and not view[b]:  # a source no unit can join (a Constant)
+            self.group[b] = self.groups  # a group of its own, which no question names: no bit
+            self.groups += 1
+            if remaining[b]:
+                self.dep[b] = 0  # it depends on no group
+            return
         if end - first == 1:  # one producer (a chain's common case)
             p = blocks.preds[first]
             preds: tuple[int, ...] | array = (p,)
