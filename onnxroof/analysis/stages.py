@@ -197,7 +197,9 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     folded, of one :func:`~onnxroof.costing.node.folded_signature`) share one row (NodeCost, wanted precision, class,
     descriptor: each a function of the signature), built once. A shared row is costed by a rule, zero or folded,
     with no weights, warnings or unsupported ops inside (:func:`~onnxroof.costing.node.shareable`), so the
-    unsupported ops, weights and warnings are gathered from the other nodes only (``notable``)."""
+    unsupported ops, weights and warnings are gathered from the other nodes only (``notable``). A node of a known
+    signature whose NodeCost is its own (it reads weights, named) still takes the signature's precision, class
+    and descriptor (``alike``)."""
     ir, plan = bound.ir, bound.plan
     sparse = sparse_facts(plan, platform)
     by_type: dict[tuple[str, str], OpClass] = {}  # (op_type, domain) -> efficiency class by type
@@ -208,15 +210,21 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     rows: list[_Row] = []
     firsts: list[int] = []
     notable: list[int] = []  # the nodes whose row is their own
+    folds_alike: dict[tuple[str, str], bool] = {}
+    alike: dict[tuple[object, ...], tuple[str, OpClass, KernelDescriptor]] = {}  # signature -> its nodes' facts
     for i, op in enumerate(ir.ops):
-        folded = folded_signature(op)
+        folded = folded_signature(op, folds_alike)
         signature = folded or cost_signature(op, weights=True)
         found = seen.get(signature) if signature is not None else None
         if found is None:
             node_cost = cost_node(op, ir, root_graph, cache, None if folded else signature)
-            node_class, dtype = _node_class(op, by_type), op.dtype
-            descriptor = _descriptor(op, node_class, shared, dtype)
-            found = ((node_cost, plan.precision or precision_of(dtype), node_class, descriptor), i)
+            facts = alike.get(signature) if signature is not None else None
+            if facts is None:
+                node_class, dtype = _node_class(op, by_type), op.dtype
+                facts = (plan.precision or precision_of(dtype), node_class, _descriptor(op, node_class, shared, dtype))
+                if signature is not None:
+                    alike[signature] = facts
+            found = ((node_cost, *facts), i)
             if signature is not None and shareable(node_cost):
                 seen[signature] = found
             else:

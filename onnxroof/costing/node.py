@@ -285,17 +285,24 @@ def cost_signature(op: OpView, weights: bool = False) -> tuple[object, ...] | No
     return tuple(tensors)
 
 
-def folded_signature(op: OpView) -> tuple[object, ...] | None:
+def folded_signature(op: OpView, folds_alike: dict[tuple[str, str], bool] | None = None) -> tuple[object, ...] | None:
     """The key of a node :func:`cost_node` folds (its outputs computed at load time, its op known) whose row in
     the cost stage is a function of its op type, domain and dtype alone: the shared folded cost, the class of its
     type (not a convolution, whose class reads the node) and a descriptor without a GEMM view (not an op of
     :data:`~onnxroof.core.gemm.ARRAY_OPS`); None for any other node. Tested before :func:`cost_signature`: a
-    ``Constant``'s value attribute makes that one None, and a model holds hundreds of them."""
-    if not _computed_at_load(op.outputs) or op.op_type in ARRAY_OPS or not is_known_op(op):
+    ``Constant``'s value attribute makes that one None, and a model holds hundreds of them. ``folds_alike``: the
+    answer of the op-type tests by (op type, domain), kept by the caller across nodes."""
+    if not _computed_at_load(op.outputs):
         return None
-    if REGISTRY.op_class(op.domain, op.op_type) == OpClass.CONV:
-        return None
-    return (NodeState.FOLDED, op.op_type, op.domain, op.dtype)  # 4 items: no cost_signature has fewer than 5
+    key = (op.op_type, op.domain)
+    alike = folds_alike.get(key) if folds_alike is not None else None
+    if alike is None:
+        alike = (
+            op.op_type not in ARRAY_OPS and is_known_op(op) and REGISTRY.op_class(op.domain, op.op_type) != OpClass.CONV
+        )
+        if folds_alike is not None:
+            folds_alike[key] = alike
+    return (NodeState.FOLDED, op.op_type, op.domain, op.dtype) if alike else None  # 4 items: a cost_signature has 5+
 
 
 def shareable(node_cost: NodeCost) -> bool:

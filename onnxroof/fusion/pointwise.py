@@ -33,7 +33,8 @@ from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
 from onnxroof.fusion.patterns import PointwisePattern
 
-#: A kernel under construction, or the id of a node that is no kernel member.
+#: A kernel under construction, or the id of a node that is no kernel member or a kernel member alone that no
+#: unit can join (not pointwise, its unit never made: :class:`~onnxroof.fusion.graph.Units`).
 Block = Unit | str
 
 #: Bit positions handed out beyond twice the live groups before the bits are renumbered.
@@ -151,14 +152,17 @@ class _Blocks:
                     self.runs.setdefault(run, []).append(op.id)
                     b -= 1
                     continue
-                if unit is None:
-                    unit = unit_of[op.id]
-                items.append(unit)
-                if len(unit.nodes) != 1:
-                    for node in unit.nodes:
-                        number_at[position[node]] = b
-                    later.append(b)
-                    continue
+                if unit is None and size < 0:  # a kernel member alone that no unit can join: by id, its unit not made
+                    items.append(op.id)
+                else:
+                    if unit is None:
+                        unit = unit_of[op.id]
+                    items.append(unit)
+                    if len(unit.nodes) != 1:
+                        for node in unit.nodes:
+                            number_at[position[node]] = b
+                        later.append(b)
+                        continue
             first = pred_start[b] = len(preds)
             if not op.subgraphs:
                 for t in op.inputs:
