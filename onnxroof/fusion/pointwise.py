@@ -33,8 +33,7 @@ from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
 from onnxroof.fusion.patterns import PointwisePattern
 
-#: A kernel under construction, or the id of a node that is no kernel member or a kernel member alone that no
-#: unit can join (not pointwise, its unit never made: :class:`~onnxroof.fusion.graph.Units`).
+#: A kernel under construction, or the id of a node that is no kernel member or a member no unit can join.
 Block = Unit | str
 
 #: Bit positions handed out beyond twice the live groups before the bits are renumbered.
@@ -152,17 +151,14 @@ class _Blocks:
                     self.runs.setdefault(run, []).append(op.id)
                     b -= 1
                     continue
-                if unit is None and size < 0:  # a kernel member alone that no unit can join: by id, its unit not made
-                    items.append(op.id)
-                else:
-                    if unit is None:
-                        unit = unit_of[op.id]
-                    items.append(unit)
-                    if len(unit.nodes) != 1:
-                        for node in unit.nodes:
-                            number_at[position[node]] = b
-                        later.append(b)
-                        continue
+                if unit is None and size >= 0:  # a member alone that no unit can join stays an id (unit not made)
+                    unit = unit_of[op.id]
+                items.append(op.id if unit is None else unit)
+                if unit is not None and len(unit.nodes) != 1:
+                    for node in unit.nodes:
+                        number_at[position[node]] = b
+                    later.append(b)
+                    continue
             first = pred_start[b] = len(preds)
             if not op.subgraphs:
                 for t in op.inputs:
@@ -322,8 +318,7 @@ class _Grouping:
     """
 
     def __init__(self, state: PassState, blocks: _Blocks) -> None:
-        self.state = state
-        self.blocks = blocks
+        self.state, self.blocks = state, blocks
         count = len(blocks.items)
         self.position = _zeros(count)  # visiting order
         self.visited = 0
@@ -333,19 +328,16 @@ class _Grouping:
         self.group = array("q", [-1]) * count
         self.dep: dict[int, int] = {}
         self.bit: dict[int, int] = {}
-        self.next_bit = 0
-        self.bit_limit = _SLACK
+        self.next_bit, self.bit_limit = 0, _SLACK
         self.groups = 0
         self.grouped: dict[int, list[int]] = {}
 
     def visit(self, b: int) -> None:
         blocks, view, remaining = self.blocks, self.blocks.view, self.remaining
-        self.position[b] = self.visited
-        self.visited += 1
+        self.position[b], self.visited = self.visited, self.visited + 1
         first, end = blocks.pred_start[b], blocks.pred_end[b]
-        if first == end and blocks.size[b] < 0 and not view[b]:  # a source no unit can join (a Constant)
-            self.group[b] = self.groups  # a group of its own, which no question names: no bit
-            self.groups += 1
+        if first == end and blocks.size[b] < 0 and not view[b]:  # a source no unit can join (a Constant): no test
+            self.group[b], self.groups = self.groups, self.groups + 1  # a group of its own, no bit
             if remaining[b]:
                 self.dep[b] = 0  # it depends on no group
             return
