@@ -124,3 +124,36 @@ def test_shared_kernel_descriptors_equal_each_kernels_own(sample: str, dims: dic
         assert descriptor == describe(members, kernel.patterns, types), kernel.id
         shared += sum(d is descriptor for d in fused.descriptors) > 1
     assert shared > 0 or sample != _DECODER[0]
+
+
+def test_a_start_out_of_reach_of_the_first_required_step_is_not_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attention's steps after QKᵀ read only what the match wrote (s, d, m, f), so its Softmax is at most 4 hops
+    from the start: a MatMul with no Softmax that near is not tried, QKᵀ is (and matches). RMSNorm's Div from its
+    Sqrt also reads the norm's input: not known, none."""
+    from onnxroof.fusion.patterns import ATTENTION
+
+    assert match._ahead(ATTENTION.variants[0], 0) == (frozenset({"Softmax"}), 4)
+    assert match._ahead(RMSNORM.variants[0], 4) is None and match._ahead(RMSNORM.variants[1], 4) is not None
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 4, 8, 16] q, float[1, 4, 16, 8] k, float[1, 4, 8, 16] v, float[1, 1, 8, 8] mask, float[1, 4, 8, 16] x)
+      => (float[1, 4, 8, 16] y, float[1, 4, 8, 16] z)
+    <float scale = {4.0}, float[16, 16] w = {WEIGHT}>
+    {
+        s = MatMul(q, k)
+        d = Div(s, scale)
+        m = Add(d, mask)
+        p = Softmax<axis = -1>(m)
+        y = MatMul(p, v)
+        h = MatMul(x, w)
+        z = Relu(h)
+    }
+    """.replace("WEIGHT", ",".join(["0.5"] * 256))
+    calls: list[str] = []
+    real = match._match_variant
+    monkeypatch.setattr(
+        match, "_match_variant", lambda steps, start, node, state: calls.append(node) or real(steps, start, node, state)
+    )
+    fused = fuse(cost(bind(read(parse_model(text)))), "tensorrt")
+    assert fused.functions is not None and [m.pattern.name for m in fused.functions.matches] == ["attention"]
+    assert calls == ["0:MatMul"]  # QKᵀ only: PV was joined, the projection is out of reach

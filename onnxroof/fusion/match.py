@@ -115,14 +115,14 @@ def apply_functions(
             return prior
     first_miss = len(state.misses)
     matches: list[FunctionMatch] = []
-    alone = state.alone
+    alone, reach = state.alone, _Reach(g)
     for op in g.ir.ops:
         tried = starts.get(op.op_type)
         if tried is None:
             continue
         for plan in tried:
             if alone(op.id):
-                found = _apply_function(plan, op.id, state)
+                found = _apply_function(plan, op.id, state, reach)
                 if found is not None:
                     matches.append(found)
                     break
@@ -172,6 +172,8 @@ class _Plan:
     variants: tuple[tuple[_Step, ...], ...]
     prefix: tuple[tuple[int, ...], ...]
     starts: Mapping[str, tuple[tuple[int, ...], ...]]
+    ahead: tuple[Mapping[int, tuple[frozenset[str], int]], ...]
+    """Per variant, per start: what a match needs ahead (:func:`_ahead`), when it is known and two hops or more."""
 
 
 def _plans(functions: Sequence[FunctionPattern], present: frozenset[str]) -> list[_Plan]:
@@ -193,7 +195,11 @@ def _plans(functions: Sequence[FunctionPattern], present: frozenset[str]) -> lis
         )
         types = {op_type for steps in kept for step in _start_steps(steps) for op_type, _ in step.alternatives}
         starts = {op_type: tuple(_start_indices(steps, op_type) for steps in kept) for op_type in sorted(types)}
-        plans.append(_Plan(p, variants, prefix, starts))
+        ahead = tuple(
+            {i: need for i in range(len(steps)) if (need := _ahead(steps, i)) is not None and need[1] >= 2}
+            for steps in kept
+        )
+        plans.append(_Plan(p, variants, prefix, starts, ahead))
     return plans
 
 
@@ -236,6 +242,69 @@ def _start_indices(steps: tuple[Step, ...], op_type: str) -> tuple[int, ...]:
         if not step.optional:
             break
     return tuple(starts)
+
+
+def _ahead(steps: tuple[Step, ...], start: int) -> tuple[frozenset[str], int] | None:
+    """(op types, hops): a match of ``steps`` from a node at step ``start`` binds the first required step after it,
+    r, to a node of one of the op types of r, within r - start hops of the start node along the edges the matcher
+    follows (from a matched node to a reader of its first output); None when that is not known.
+
+    Known when every variable the steps after the start up to r read resolves, whichever optional steps match, to
+    the output of a step matched from the start on, or to an input variable no step before it names (unbound
+    then): each such step's node then reads the output of one matched before it, so the node of step r is at
+    most one hop per step from the start node."""
+    r = next((j for j in range(start + 1, len(steps)) if not steps[j].optional), None)
+    if r is None:
+        return None
+    for j in range(start + 1, r + 1):
+        named = {t[1:] for step in steps[start:j] for _, tokens in step.alternatives for t in tokens if t[0] == "$"}
+        read = {t[1:] for _, tokens in steps[j].alternatives for t in tokens if t[0] == "$"}
+        if not all(_downstream(var, j, steps, start, named) for var in read):
+            return None
+    return frozenset(op_type for op_type, _ in steps[r].alternatives), r - start
+
+
+def _downstream(var: str, j: int, steps: tuple[Step, ...], start: int, named: set[str]) -> bool:
+    """Whether ``var``, read at step ``j``, resolves to the output of a node matched from ``start`` on, or to an
+    input variable unbound then (not in ``named``), whichever optional steps before ``j`` match."""
+    at = next((i for i in range(j - 1, -1, -1) if steps[i].out == var), None)
+    if at is None:
+        return var not in named
+    if at < start:
+        return False
+    ref = _first_ref(steps[at])  # what the step's output is read as when it is skipped (never the start: matched)
+    return at == start or not steps[at].optional or ref is None or _downstream(ref, at, steps, start, named)
+
+
+class _Reach:
+    """For one pass: the nodes from which a node of some op types is reached within some hops, each edge from a
+    node to a reader of its first output (:func:`_ahead`), found when first asked."""
+
+    __slots__ = ("_found", "_g")
+
+    def __init__(self, g: FusionGraph) -> None:
+        self._g = g
+        self._found: dict[tuple[frozenset[str], int], set[str]] = {}
+
+    def of(self, need: tuple[frozenset[str], int]) -> set[str]:
+        found = self._found.get(need)
+        if found is None:
+            types, hops = need
+            g, found = self._g, set()
+            frontier = [op.id for op in g.ir.ops if op.op_type in types]
+            for _ in range(hops):  # breadth first: a node is found at its least distance
+                step = []
+                for node in frontier:
+                    for t in g.ops[node].inputs:
+                        writer = g.producer.get(t.name) if t is not None else None
+                        first = g.ops[writer].output(0) if writer is not None and writer not in found else None
+                        if first is None or first.name != t.name:  # type: ignore[union-attr]  # a writer read t
+                            continue
+                        found.add(writer)
+                        step.append(writer)
+                frontier = step
+            self._found[need] = found
+        return found
 
 
 class _Match:
@@ -362,17 +431,21 @@ def _match_variant(steps: tuple[_Step, ...], start: int, node: str, state: PassS
     return match
 
 
-def _apply_function(plan: _Plan, node: str, state: PassState) -> FunctionMatch | None:
+def _apply_function(plan: _Plan, node: str, state: PassState, reach: _Reach | None = None) -> FunctionMatch | None:
     """The first variant of ``plan`` matching from ``node`` whose members keep their values inside (else a miss
-    each), joined into one unit. A variant sharing the steps up to where another failed from the same start is
-    not tried (it fails there too)."""
+    each), joined into one unit. Not tried: a variant sharing the steps up to where another failed from the same
+    start (it fails there too), and one whose start ``node`` is not within :func:`_ahead`'s hops of a node its
+    first required step needs (``reach``)."""
     g = state.g
     pattern = plan.pattern
     failed: list[tuple[int, int, int]] = []  # (start, the prefix's first variant, the step where it failed)
     for v, starts in enumerate(plan.starts[g.ops[node].op_type]):
-        steps, prefix = plan.variants[v], plan.prefix[v]
+        steps, prefix, ahead = plan.variants[v], plan.prefix[v], plan.ahead[v]
         for start in starts:
             if failed and any(at == start and prefix[j] == first for at, first, j in failed):
+                continue
+            need = ahead.get(start) if reach is not None else None
+            if need is not None and node not in reach.of(need):  # type: ignore[union-attr]  # need implies reach
                 continue
             match = _match_variant(steps, start, node, state)
             if isinstance(match, int):
