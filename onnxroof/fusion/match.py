@@ -297,11 +297,12 @@ class _Reach:
                 for node in frontier:
                     for t in g.ops[node].inputs:
                         writer = g.producer.get(t.name) if t is not None else None
-                        first = g.ops[writer].output(0) if writer is not None and writer not in found else None
-                        if first is None or first.name != t.name:  # type: ignore[union-attr]  # a writer read t
+                        if writer is None or writer in found:
                             continue
-                        found.add(writer)
-                        step.append(writer)
+                        first = g.ops[writer].output(0)
+                        if first is not None and t is not None and first.name == t.name:  # its first output, read
+                            found.add(writer)
+                            step.append(writer)
                 frontier = step
             self._found[need] = found
         return found
