@@ -173,7 +173,7 @@ class _Plan:
     prefix: tuple[tuple[int, ...], ...]
     starts: Mapping[str, tuple[tuple[int, ...], ...]]
     ahead: tuple[Mapping[int, tuple[frozenset[str], int]], ...]
-    """Per variant, per start: what a match needs ahead (:func:`_ahead`), when it is known and two hops or more."""
+    """Per variant, per start: what a match needs ahead (:func:`_ahead`), when it is known."""
 
 
 def _plans(functions: Sequence[FunctionPattern], present: frozenset[str]) -> list[_Plan]:
@@ -195,10 +195,7 @@ def _plans(functions: Sequence[FunctionPattern], present: frozenset[str]) -> lis
         )
         types = {op_type for steps in kept for step in _start_steps(steps) for op_type, _ in step.alternatives}
         starts = {op_type: tuple(_start_indices(steps, op_type) for steps in kept) for op_type in sorted(types)}
-        ahead = tuple(
-            {i: need for i in range(len(steps)) if (need := _ahead(steps, i)) is not None and need[1] >= 2}
-            for steps in kept
-        )
+        ahead = tuple({i: need for i in range(len(steps)) if (need := _ahead(steps, i)) is not None} for steps in kept)
         plans.append(_Plan(p, variants, prefix, starts, ahead))
     return plans
 
@@ -280,18 +277,23 @@ class _Reach:
     """For one pass: the nodes from which a node of some op types is reached within some hops, each edge from a
     node to a reader of its first output (:func:`_ahead`), found when first asked."""
 
-    __slots__ = ("_found", "_g")
+    __slots__ = ("_by_type", "_found", "_g")
 
     def __init__(self, g: FusionGraph) -> None:
         self._g = g
         self._found: dict[tuple[frozenset[str], int], set[str]] = {}
+        self._by_type: dict[str, list[str]] | None = None
 
     def of(self, need: tuple[frozenset[str], int]) -> set[str]:
         found = self._found.get(need)
         if found is None:
             types, hops = need
             g, found = self._g, set()
-            frontier = [op.id for op in g.ir.ops if op.op_type in types]
+            if self._by_type is None:  # the nodes of each op type, in one pass over the graph
+                self._by_type = {}
+                for op in g.ir.ops:
+                    self._by_type.setdefault(op.op_type, []).append(op.id)
+            frontier = [node for op_type in types for node in self._by_type.get(op_type, ())]
             for _ in range(hops):  # breadth first: a node is found at its least distance
                 step = []
                 for node in frontier:
