@@ -19,7 +19,7 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 _RMS = """
 <ir_version: 8, opset_import: ["" : 17]>
-g (float[2, 64] x, float[2, 64] w) => (float[2, 64] y, float[2, 64] q, float[2, 64] d)
+g (float[2, 64] x, float[2, 64] w) => (float[2, 64] y, float[2, 1] mq, float[2, 64] d)
 <float two = {2.0}, float eps = {1e-5}, float[64] gamma = {GAMMA}>
 {
     p = Pow(x, two)
@@ -30,11 +30,12 @@ g (float[2, 64] x, float[2, 64] w) => (float[2, 64] y, float[2, 64] q, float[2, 
     n = Mul(x, r)
     y = Mul(n, gamma)
     q = Mul(x, w)
+    mq = ReduceMean<axes=[-1]>(q)
     d = Div(x, w)
 }
 """.replace("GAMMA", ",".join(["1.0"] * 64))
-"""An RMSNorm written with a Reciprocal (the second RMSNorm variant), a Mul of two different inputs and a Div (so
-that the first variant, which divides, is tried too)."""
+"""An RMSNorm written with a Reciprocal (the second RMSNorm variant), a Mul of two different inputs read by a
+ReduceMean (as a norm's square would be) and a Div (so that the first variant, which divides, is tried too)."""
 
 
 def test_only_the_variants_the_graph_can_fill_are_compiled() -> None:
