@@ -112,9 +112,9 @@ _DECODER = ("llm/optimum_llama/model.onnx", {"batch_size": 1, "sequence_length":
     ("sample", "dims"), [("tiny_transformer.onnx", {"batch": 2, "seq": 8}), ("tiny_cnn.onnx", {"batch": 2}), _DECODER]
 )
 def test_shared_kernel_descriptors_equal_each_kernels_own(sample: str, dims: dict[str, int]) -> None:
-    """The fuse stage shares one descriptor among kernels of one node of one signature that name no weight: every
-    kernel's descriptor equals the one :func:`describe` builds from its own members (the decoder's layers repeat:
-    some kernels share one)."""
+    """The fuse stage shares one descriptor among kernels of one node of one signature that name no weight, and
+    renames the weights of the first one's for those that do (describe_like): every kernel's descriptor equals
+    the one :func:`describe` builds from its own members (the decoder's layers repeat: some kernels share one)."""
     costed = cost(bind(read(SAMPLES / sample), dims))
     fused = fuse(costed, "tensorrt")
     ops = costed.bound.ir.ops

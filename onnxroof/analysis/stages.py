@@ -46,7 +46,7 @@ from onnxroof.costing.node import CostCache, cost_node, cost_signature, folded_s
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.bodies import fuse_with_bodies
-from onnxroof.fusion.descriptor import describe
+from onnxroof.fusion.descriptor import describe, describe_like
 from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.match import FunctionMatches
 from onnxroof.fusion.patterns import QDQ_PATTERNS
@@ -456,16 +456,16 @@ def _node_kernel(
     op: OpView, at: int, costed: CostedModel, types: tuple[str, ...], alone: dict[int, KernelDescriptor]
 ) -> KernelDescriptor:
     """The descriptor of a kernel of ``op`` alone (the ``at``-th node, fused by no pattern): its class and dtype
-    the cost stage's, and shared by the nodes of one signature when it names no weight (``alone``, by the
-    signature's first node, :attr:`CostedModel.firsts`): a descriptor reads the node's op type, attributes and
+    the cost stage's, and shared by the nodes of one signature (``alone``, by the signature's first node,
+    :attr:`CostedModel.firsts`) when it names no weight, else that descriptor with the node's own weights
+    (:func:`~onnxroof.fusion.descriptor.describe_like`): a descriptor reads the node's op type, attributes and
     its tensors' shapes, dtypes and roles, and the names of its weights only."""
     first = costed.firsts[at] if costed.firsts else at
-    descriptor = alone.get(first)
-    if descriptor is None:
-        descriptor = describe((op,), (), types, costed.op_classes[at], costed.descriptors[at].dtype)
-        if not descriptor.weights:
-            alone[first] = descriptor
-    return descriptor
+    template = alone.get(first)
+    if template is None:
+        template = alone[first] = describe((op,), (), types, costed.op_classes[at], costed.descriptors[at].dtype)
+        return template
+    return describe_like(template, op) if template.weights else template
 
 
 def fallback_warnings(wanted: Sequence[str], platform: Platform) -> tuple[dict[str, str], list[str]]:

@@ -55,3 +55,21 @@ def describe(
         weight_dtype=inputs[weight_inputs[0]].dtype if weight_inputs else "",  # type: ignore[union-attr]
         accumulation=accumulation_dtype(dtype),
     )
+
+
+def describe_like(template: KernelDescriptor, op: OpView) -> KernelDescriptor:
+    """The descriptor of a kernel of ``op`` alone, ``template`` that of a kernel of a node of ``op``'s signature
+    (:func:`~onnxroof.costing.node.cost_signature`: op type, attributes, its tensors' shapes, dtypes and roles):
+    :func:`describe` reads nothing else of the node but its weights' names, taken here from ``op``."""
+    weights = tuple(dict.fromkeys(t.name for t in op.inputs if t is not None and t.role == Role.WEIGHT))
+    return KernelDescriptor(
+        op_class=template.op_class,
+        gemm=template.gemm,
+        dtype=template.dtype,
+        weights=weights,
+        conv=template.conv,
+        input_dtypes=template.input_dtypes,
+        weight_inputs=template.weight_inputs,
+        weight_dtype=template.weight_dtype,
+        accumulation=template.accumulation,
+    )
