@@ -28,6 +28,8 @@ import operator
 from array import array
 from collections.abc import Callable
 
+import numpy as np
+
 from onnxroof.core.ir import OpView, implicit_reads
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
@@ -238,21 +240,17 @@ class _Blocks:
 
     def _link_successors(self, count: int) -> None:
         """Each block's successors ``succs[succ_start[b]:succ_start[b + 1]]`` in block order, and its
-        ``out_degree``, from the producers gathered (the CSR transpose of ``preds``)."""
-        preds, pred_start, pred_end = self.preds, self.pred_start, self.pred_end
-        out_degree = self.out_degree = _zeros(count)
-        for p in preds:
-            out_degree[p] += 1
-        self.succ_start = succ_start = _zeros(count + 1)
-        for b in range(count):
-            succ_start[b + 1] = succ_start[b] + out_degree[b]
-        fill = array("q", succ_start)
-        self.succs = succs = _zeros(len(preds))
-        for b in range(count):  # ascending b: each block's successors in block order
-            for j in range(pred_start[b], pred_end[b]):
-                p = preds[j]
-                succs[fill[p]] = b
-                fill[p] += 1
+        ``out_degree``, from the producers gathered (the CSR transpose of ``preds``, as columns: each entry of
+        ``preds`` with the block reading it, sorted by producer, then reader; the ranges of ``preds`` are disjoint
+        and cover it, so the readers are the blocks in order of their range, each repeated over its length)."""
+        preds = np.frombuffer(self.preds, dtype=np.int64)
+        starts, ends = np.frombuffer(self.pred_start, np.int64), np.frombuffer(self.pred_end, np.int64)
+        blocks = np.argsort(starts, kind="stable")
+        readers = np.repeat(blocks, (ends - starts)[blocks])
+        degree = np.bincount(preds, minlength=count).astype(np.int64)
+        self.out_degree = array("q", degree.tobytes())
+        self.succ_start = array("q", np.concatenate(([0], np.cumsum(degree))).astype(np.int64).tobytes())
+        self.succs = array("q", readers[np.lexsort((readers, preds))].tobytes())
 
     def _gather_later(self, later: list[int], state: PassState, number_at: array, seen: array) -> None:
         """The producers of multi-node units and control-flow nodes (what their bodies read included)."""
