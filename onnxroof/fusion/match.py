@@ -469,10 +469,12 @@ def _apply_function(plan: _Plan, node: str, state: PassState, reach: _Reach | No
 
 
 def _join(found: FunctionMatch, state: PassState) -> None:
-    """Merge ``found``'s members into one unit: the function's kernel."""
-    unit = state.unit_of[found.members[0]]
-    for other in found.members[1:]:
-        state.merge(unit, state.unit_of[other], found.pattern.name, False, None, None)
+    """Merge ``found``'s members (each alone in its unit) into one unit: the function's kernel. A member whose unit
+    was never made joins by id (:meth:`~onnxroof.fusion.graph.PassState.merge_all`): no unit is made to be merged."""
+    unit_of = state.unit_of
+    unit = unit_of[found.members[0]]
+    others = [unit_of.made(node) or node for node in found.members[1:]]
+    state.merge_all(unit, others, found.pattern.name, found.pattern.produces)
     unit.patterns = (found.pattern.name,)
     unit.op_type = found.pattern.produces
     unit.out = found.output
