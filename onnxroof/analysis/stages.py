@@ -42,7 +42,7 @@ from onnxroof.core.ir import ModelIR, OpView, build_ir
 from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.states import NodeState, OpClass, Role
-from onnxroof.costing.node import CostCache, cost_node, cost_signature, folded_signature, shareable
+from onnxroof.costing.node import LOAD_TIME_ROLES, CostCache, cost_node, cost_signature, folded_signature, shareable
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.bodies import fuse_with_bodies
@@ -206,17 +206,17 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     shared: dict[tuple[OpClass, str], KernelDescriptor] = {}
     root_graph = bound.root_graph
     cache = CostCache()
-    seen: dict[tuple[object, ...], tuple[_Row, int]] = {}  # signature -> the row its nodes share, its first node
+    seen: dict[tuple[object, ...], _Row] = {}  # signature -> the row its nodes share
     rows: list[_Row] = []
-    firsts: list[int] = []
     notable: list[int] = []  # the nodes whose row is their own
     folds_alike: dict[tuple[str, str], bool] = {}
     alike: dict[tuple[object, ...], tuple[str, OpClass, KernelDescriptor]] = {}  # signature -> its nodes' facts
     for i, op in enumerate(ir.ops):
-        folded = folded_signature(op, folds_alike)
-        signature = folded or cost_signature(op, weights=True)
-        found = seen.get(signature) if signature is not None else None
-        if found is None:
+        out = op.outputs[0] if op.outputs else None  # a node with a run-time first output is not folded: no test
+        folded = folded_signature(op, folds_alike) if out is None or out.role in LOAD_TIME_ROLES else None
+        signature = folded or cost_signature(op, True)
+        row = seen.get(signature) if signature is not None else None
+        if row is None:
             node_cost = cost_node(op, ir, root_graph, cache, None if folded else signature)
             facts = alike.get(signature) if signature is not None else None
             if facts is None:
@@ -224,13 +224,12 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
                 facts = (plan.precision or precision_of(dtype), node_class, _descriptor(op, node_class, shared, dtype))
                 if signature is not None:
                     alike[signature] = facts
-            found = ((node_cost, *facts), i)
+            row = (node_cost, *facts, i)
             if signature is not None and shareable(node_cost):
-                seen[signature] = found
+                seen[signature] = row
             else:
                 notable.append(i)
-        rows.append(found[0])
-        firsts.append(found[1])
+        rows.append(row)
     node_costs = list(map(itemgetter(0), rows))
     densities = [1.0] * len(rows)
     if sparse is not None and platform is not None:
@@ -260,12 +259,13 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
         warnings=tuple(warnings),
         descriptors=tuple(map(itemgetter(3), rows)),
         sparse=sparse,
-        firsts=tuple(firsts),
+        firsts=tuple(map(itemgetter(4), rows)),
     )
 
 
-#: One node's costing: its NodeCost, the precision it asks for, its efficiency class, its descriptor.
-_Row = tuple[NodeCost, str, OpClass, KernelDescriptor]
+#: One node's costing: its NodeCost, the precision it asks for, its efficiency class, its descriptor, and the first
+#: node of its row (:attr:`CostedModel.firsts`).
+_Row = tuple[NodeCost, str, OpClass, KernelDescriptor, int]
 
 
 def _skip_zeros(
@@ -281,7 +281,7 @@ def _skip_zeros(
     (:func:`~onnxroof.analysis.whatif.compute_density` of its operands' densities, the platform's sparsity pattern,
     and whether its precision has a sparse peak); ``node_costs`` and ``densities`` updated in place where below 1."""
     resolved: dict[str, str] = {}
-    for i, (op, (node_cost, want, _, _)) in enumerate(zip(ops, rows, strict=True)):
+    for i, (op, (node_cost, want, *_)) in enumerate(zip(ops, rows, strict=True)):
         if node_cost.state != NodeState.COSTED or node_cost.cost.macs <= 0:
             continue
         used = resolved.get(want) or resolved.setdefault(want, resolve_precision(platform, want))

@@ -346,6 +346,10 @@ def _costed(kind: RuleKind, cost: Cost, cache: CostCache) -> NodeCost:
     return found
 
 
+#: The roles of values known at load time: a node whose outputs all have one is folded (:func:`_computed_at_load`).
+LOAD_TIME_ROLES = (Role.WEIGHT, Role.STATIC)
+
+
 def _computed_at_load(outputs: tuple[TensorInfo | None, ...]) -> bool:
     """Whether the node's outputs (at least one present) are all weights or load-time values: it is folded."""
     present = False
