@@ -482,9 +482,11 @@ def _join(found: FunctionMatch, state: PassState) -> None:
 
 
 def _internal_escape(members: set[str], output: str, g: FusionGraph) -> str | None:
+    """Why a value the members make, other than ``output``, is needed outside them (the first, in node order), None
+    when none is (:meth:`~onnxroof.fusion.graph.FusionGraph.escapes` first: most answer without a walk)."""
     for node in sorted(members, key=g.position.__getitem__):
         for t in g.ops[node].outputs:
-            if t is None or t.name == output:
+            if t is None or t.name == output or not g.escapes(t.name, members):
                 continue
             users, exported = g.users(t.name)
             if exported:
