@@ -42,7 +42,7 @@ from onnxroof.core.ir import ModelIR, OpView, build_ir
 from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.states import NodeState, OpClass, Role
-from onnxroof.costing.node import LOAD_TIME_ROLES, CostCache, cost_node, cost_signature, folded_signature, shareable
+from onnxroof.costing.node import CostCache, cost_node, cost_signature, folded_signature, shareable
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.bodies import fuse_with_bodies
@@ -194,10 +194,11 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     ``skip_compute`` (its sparsity pattern and sparse peaks decide the zeros skipped).
 
     Nodes of one :func:`~onnxroof.costing.node.cost_signature` (their weights described by shape, dtype and role;
-    folded, of one :func:`~onnxroof.costing.node.folded_signature`) share one row (NodeCost, wanted precision, class,
-    descriptor: each a function of the signature), built once. A shared row is costed by a rule, zero or folded,
-    with no weights, warnings or unsupported ops inside (:func:`~onnxroof.costing.node.shareable`), so the
-    unsupported ops, weights and warnings are gathered from the other nodes only (``notable``). A node of a known
+    a folded node without one, of one :func:`~onnxroof.costing.node.folded_signature`) share one row (NodeCost,
+    wanted precision, class, descriptor: each a function of the signature), built once. A shared row is costed by
+    a rule, zero or folded, with no weights, warnings or unsupported ops inside
+    (:func:`~onnxroof.costing.node.shareable`), so the unsupported ops, weights and warnings are gathered from the
+    other nodes only (``notable``). A node of a known
     signature whose NodeCost is its own (it reads weights, named) still takes the signature's precision, class
     and descriptor (``alike``)."""
     ir, plan = bound.ir, bound.plan
@@ -212,9 +213,9 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     folds_alike: dict[tuple[str, str], bool] = {}
     alike: dict[tuple[object, ...], tuple[str, OpClass, KernelDescriptor]] = {}  # signature -> its nodes' facts
     for i, op in enumerate(ir.ops):
-        out = op.outputs[0] if op.outputs else None  # a node with a run-time first output is not folded: no test
-        folded = folded_signature(op, folds_alike) if out is None or out.role in LOAD_TIME_ROLES else None
-        signature = folded or cost_signature(op, True)
+        signature, folded = cost_signature(op, True), None
+        if signature is None:  # none (a Constant's tensor attribute): keyed as folded, if it is
+            signature = folded = folded_signature(op, folds_alike)
         row = seen.get(signature) if signature is not None else None
         if row is None:
             node_cost = cost_node(op, ir, root_graph, cache, None if folded else signature)

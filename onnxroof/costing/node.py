@@ -266,6 +266,8 @@ def cost_signature(op: OpView, weights: bool = False) -> tuple[object, ...] | No
         try:
             hash(attrs_key)
         except TypeError:  # a list (a Transpose's perm), an array or a tensor among the values
+            if not any(type(v) is list for v in attrs.values()):
+                return None  # a tensor (a Constant's value) or an array
             attrs_key = tuple((k, (list, *v) if type(v) is list else v) for k, v in attrs.items())
             try:
                 hash(attrs_key)
@@ -289,9 +291,9 @@ def folded_signature(op: OpView, folds_alike: dict[tuple[str, str], bool] | None
     """The key of a node :func:`cost_node` folds (its outputs computed at load time, its op known) whose row in
     the cost stage is a function of its op type, domain and dtype alone: the shared folded cost, the class of its
     type (not a convolution, whose class reads the node) and a descriptor without a GEMM view (not an op of
-    :data:`~onnxroof.core.gemm.ARRAY_OPS`); None for any other node. Tested before :func:`cost_signature`: a
-    ``Constant``'s value attribute makes that one None, and a model holds hundreds of them. ``folds_alike``: the
-    answer of the op-type tests by (op type, domain), kept by the caller across nodes."""
+    :data:`~onnxroof.core.gemm.ARRAY_OPS`); None for any other node. The cost stage's key of a node without a
+    :func:`cost_signature`: a ``Constant``'s value attribute (a tensor) leaves it none, and a model holds hundreds
+    of them. ``folds_alike``: the answer of the op-type tests by (op type, domain), kept by the caller."""
     if not _computed_at_load(op.outputs):
         return None
     key = (op.op_type, op.domain)
@@ -344,10 +346,6 @@ def _costed(kind: RuleKind, cost: Cost, cache: CostCache) -> NodeCost:
             pool.clear()
         found = pool[key] = NodeCost(NodeState.COSTED, kind, cost, "", 1, _NO_WEIGHTS)
     return found
-
-
-#: The roles of values known at load time: a node whose outputs all have one is folded (:func:`_computed_at_load`).
-LOAD_TIME_ROLES = (Role.WEIGHT, Role.STATIC)
 
 
 def _computed_at_load(outputs: tuple[TensorInfo | None, ...]) -> bool:
