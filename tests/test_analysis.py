@@ -271,8 +271,9 @@ def test_main_precision_is_where_the_most_time_computes_a_tie_going_to_the_great
 
 def test_nodes_of_one_signature_are_costed_once_and_share_their_node_cost(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cost stage costs each distinct node signature once (costing.node.cost_signature): a chain of equal
-    Relus shares one NodeCost; a Relu of another shape, a MatMul reading a weight and a Transpose with a list
-    attribute get their own, with their own figures."""
+    Relus shares one NodeCost; a Relu of another shape gets its own, with its own figures. A MatMul reading a
+    weight has no signature (its weights are named), only one with its weights described (the rule's figures);
+    a list attribute is keyed by its items (a Transpose of another perm differs), a tensor attribute not at all."""
     from helpers import make_op
 
     from onnxroof.costing.node import cost_signature
@@ -283,7 +284,13 @@ def test_nodes_of_one_signature_are_costed_once_and_share_their_node_cost(monkey
     transpose = make_op("Transpose", [([1, 16], "float32")], [([16, 1], "float32")], perm=[1, 0])
     assert cost_signature(relu) == cost_signature(make_op("Relu", [([1, 16], "float32")], [([1, 16], "float32")]))
     assert cost_signature(relu) != cost_signature(wider)
-    assert cost_signature(weighted) is None and cost_signature(transpose) is None
+    assert cost_signature(weighted) is None and cost_signature(weighted, weights=True) is not None
+    other = make_op("MatMul", [([1, 16], "float32"), ([16, 4], "float32", "weight")], [([1, 4], "float32")])
+    assert cost_signature(weighted, weights=True) == cost_signature(other, weights=True)
+    flipped = make_op("Transpose", [([1, 16], "float32")], [([16, 1], "float32")], perm=[0, 1])
+    assert cost_signature(transpose) is not None and cost_signature(transpose) != cost_signature(flipped)
+    constant = make_op("Constant", [], [([2], "float32")], value=helper.make_tensor("v", 1, [2], [1.0, 2.0]))
+    assert cost_signature(constant) is None
 
     text = """
     <ir_version: 8, opset_import: ["" : 17]>

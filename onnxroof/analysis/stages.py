@@ -42,11 +42,11 @@ from onnxroof.core.ir import ModelIR, OpView, build_ir
 from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.states import NodeState, OpClass, Role
-from onnxroof.costing.node import CostCache, cost_node, cost_signature, shareable
+from onnxroof.costing.node import CostCache, cost_node, cost_signature, folded_signature, shareable
 from onnxroof.costing.node import op_key as _op_key
 from onnxroof.costing.opclass import op_class
 from onnxroof.fusion.bodies import fuse_with_bodies
-from onnxroof.fusion.descriptor import describe
+from onnxroof.fusion.descriptor import describe, describe_like
 from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.match import FunctionMatches
 from onnxroof.fusion.patterns import QDQ_PATTERNS
@@ -173,6 +173,10 @@ class CostedModel:
     descriptors: tuple[KernelDescriptor, ...]
     """Each node on its own as a kernel (:func:`node_descriptors`), for the unfused view's placement."""
     sparse: tuple[str, frozenset[str]] | None = None
+    firsts: tuple[int, ...] = ()
+    """Each node's first node of its signature (:func:`~onnxroof.costing.node.cost_signature`): the node itself,
+    or the earlier node whose row (NodeCost, precision, class, descriptor) it shares, and with it every fact of
+    its tensors but their names. Empty: not known (every node its own)."""
 
 
 def sparse_facts(plan: WhatIf, platform: Platform | None) -> tuple[str, frozenset[str]] | None:
@@ -186,10 +190,14 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     """Cost every node of ``bound`` (its rules; control flow through its bodies). ``platform`` is read only under
     ``skip_compute`` (its sparsity pattern and sparse peaks decide the zeros skipped).
 
-    Nodes of one :func:`~onnxroof.costing.node.cost_signature` share one row (NodeCost, wanted precision, class,
-    descriptor: each a function of the signature), built once. A shared row is costed by a rule, zero or folded,
-    with no weights, warnings or unsupported ops inside (:func:`~onnxroof.costing.node.shareable`), so the
-    unsupported ops, weights and warnings are gathered from the other nodes only (``notable``)."""
+    Nodes of one :func:`~onnxroof.costing.node.cost_signature` (their weights described by shape, dtype and role;
+    a folded node without one, of one :func:`~onnxroof.costing.node.folded_signature`) share one row (NodeCost,
+    wanted precision, class, descriptor: each a function of the signature), built once. A shared row is costed by
+    a rule, zero or folded, with no weights, warnings or unsupported ops inside
+    (:func:`~onnxroof.costing.node.shareable`), so the unsupported ops, weights and warnings are gathered from the
+    other nodes only (``notable``). A node of a known
+    signature whose NodeCost is its own (it reads weights, named) still takes the signature's precision, class
+    and descriptor (``alike``)."""
     ir, plan = bound.ir, bound.plan
     sparse = sparse_facts(plan, platform)
     by_type: dict[tuple[str, str], OpClass] = {}  # (op_type, domain) -> efficiency class by type
@@ -199,13 +207,22 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     seen: dict[tuple[object, ...], _Row] = {}  # signature -> the row its nodes share
     rows: list[_Row] = []
     notable: list[int] = []  # the nodes whose row is their own
+    folds_alike: dict[tuple[str, str], bool] = {}
+    alike: dict[tuple[object, ...], tuple[str, OpClass, KernelDescriptor]] = {}  # signature -> its nodes' facts
     for i, op in enumerate(ir.ops):
-        signature = cost_signature(op)
+        signature, folded = cost_signature(op, True), None
+        if signature is None:  # none (a Constant's tensor attribute): keyed as folded, if it is
+            signature = folded = folded_signature(op, folds_alike)
         row = seen.get(signature) if signature is not None else None
         if row is None:
-            node_cost = cost_node(op, ir, root_graph, cache)
-            node_class, dtype = _node_class(op, by_type), op.dtype
-            row = (node_cost, plan.precision or precision_of(dtype), node_class, _descriptor(op, node_class, shared))
+            node_cost = cost_node(op, ir, root_graph, cache, None if folded else signature)
+            facts = alike.get(signature) if signature is not None else None
+            if facts is None:
+                node_class, dtype = _node_class(op, by_type), op.dtype
+                facts = (plan.precision or precision_of(dtype), node_class, _descriptor(op, node_class, shared, dtype))
+                if signature is not None:
+                    alike[signature] = facts
+            row = (node_cost, *facts, i)
             if signature is not None and shareable(node_cost):
                 seen[signature] = row
             else:
@@ -240,11 +257,13 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
         warnings=tuple(warnings),
         descriptors=tuple(map(itemgetter(3), rows)),
         sparse=sparse,
+        firsts=tuple(map(itemgetter(4), rows)),
     )
 
 
-#: One node's costing: its NodeCost, the precision it asks for, its efficiency class, its descriptor.
-_Row = tuple[NodeCost, str, OpClass, KernelDescriptor]
+#: One node's costing: its NodeCost, the precision it asks for, its efficiency class, its descriptor, and the first
+#: node of its row (:attr:`CostedModel.firsts`).
+_Row = tuple[NodeCost, str, OpClass, KernelDescriptor, int]
 
 
 def _skip_zeros(
@@ -260,7 +279,7 @@ def _skip_zeros(
     (:func:`~onnxroof.analysis.whatif.compute_density` of its operands' densities, the platform's sparsity pattern,
     and whether its precision has a sparse peak); ``node_costs`` and ``densities`` updated in place where below 1."""
     resolved: dict[str, str] = {}
-    for i, (op, (node_cost, want, _, _)) in enumerate(zip(ops, rows, strict=True)):
+    for i, (op, (node_cost, want, *_)) in enumerate(zip(ops, rows, strict=True)):
         if node_cost.state != NodeState.COSTED or node_cost.cost.macs <= 0:
             continue
         used = resolved.get(want) or resolved.setdefault(want, resolve_precision(platform, want))
@@ -277,10 +296,15 @@ def node_descriptors(ops: Sequence[OpView], op_classes: Sequence[OpClass]) -> tu
     return tuple(_descriptor(op, kind, shared) for op, kind in zip(ops, op_classes, strict=True))
 
 
-def _descriptor(op: OpView, kind: OpClass, shared: dict[tuple[OpClass, str], KernelDescriptor]) -> KernelDescriptor:
-    """``op`` on its own as a kernel: its class, GEMM view, convolution geometry and dtypes. The nodes without a
-    GEMM view (most of them) share one descriptor per (class, dtype) in ``shared``: equal values, built once."""
-    gemm, dtype = array_gemm(op), op.dtype
+def _descriptor(
+    op: OpView, kind: OpClass, shared: dict[tuple[OpClass, str], KernelDescriptor], dtype: str | None = None
+) -> KernelDescriptor:
+    """``op`` on its own as a kernel: its class, GEMM view, convolution geometry and dtypes (``dtype``: ``op.dtype``
+    when the caller has it). The nodes without a GEMM view (most of them) share one descriptor per (class, dtype)
+    in ``shared``: equal values, built once."""
+    gemm = array_gemm(op)
+    if dtype is None:
+        dtype = op.dtype
     if gemm is not None:
         return KernelDescriptor(str(kind), gemm, dtype, conv=conv_geometry(op), accumulation=accumulation_dtype(dtype))
     key = (kind, dtype)
@@ -380,22 +404,38 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     fusion, run = fuse_with_bodies(ir, costed.node_costs, profile, graph, reuse)
     position = graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
+    alone: dict[int, KernelDescriptor] = {}  # a signature's first node -> its nodes' descriptor as kernels alone
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
     for row, kernel in enumerate(fusion.kernels):
+        patterns = kernel.patterns
         if run is None:  # no control-flow body: every kernel's members are nodes of the IR, by position
             at = fusion.positions[row]  # type: ignore[index]  # the graph's own kernels have their positions
-            ops = list(map(ir.ops.__getitem__, at))
-            anchors.append(at[0])
-            launches.append(costed.node_costs[at[0]].launches if len(at) == 1 else 1)
+            first = at[0]
+            anchors.append(first)
+            if len(at) == 1:
+                op = ir.ops[first]
+                types = type_lists.setdefault((op.op_type,), (op.op_type,))
+                launches.append(costed.node_costs[first].launches)
+                if not patterns:  # a node alone: its class and dtype are the cost stage's
+                    op_types.append(types)
+                    descriptors.append(_node_kernel(op, first, costed, types, alone))
+                    int8.append(False)
+                    continue
+                ops = [op]
+            else:
+                ops = list(map(ir.ops.__getitem__, at))
+                types = tuple(map(attrgetter("op_type"), ops))
+                types = type_lists.setdefault(types, types)
+                launches.append(1)
         else:
             ops = list(run[row].ops)
             anchors.append(position[run[row].anchor])
             launches.append(run[row].launches)
-        types = tuple(map(attrgetter("op_type"), ops))
-        types = type_lists.setdefault(types, types)
+            types = tuple(map(attrgetter("op_type"), ops))
+            types = type_lists.setdefault(types, types)
         op_types.append(types)
-        descriptors.append(describe(ops, kernel.patterns, types))
-        int8.append(bool(QDQ_PATTERNS.intersection(kernel.patterns)))
+        descriptors.append(describe(ops, patterns, types))
+        int8.append(bool(QDQ_PATTERNS.intersection(patterns)))
     return FusedModel(
         costed=costed,
         profile=profile,
@@ -408,6 +448,22 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
         int8=np.asarray(int8, dtype=bool),
         functions=fusion.functions,
     )
+
+
+def _node_kernel(
+    op: OpView, at: int, costed: CostedModel, types: tuple[str, ...], alone: dict[int, KernelDescriptor]
+) -> KernelDescriptor:
+    """The descriptor of a kernel of ``op`` alone (the ``at``-th node, fused by no pattern): its class and dtype
+    the cost stage's, and shared by the nodes of one signature (``alone``, by the signature's first node,
+    :attr:`CostedModel.firsts`) when it names no weight, else that descriptor with the node's own weights
+    (:func:`~onnxroof.fusion.descriptor.describe_like`): a descriptor reads the node's op type, attributes and
+    its tensors' shapes, dtypes and roles, and the names of its weights only."""
+    first = costed.firsts[at] if costed.firsts else at
+    template = alone.get(first)
+    if template is None:
+        template = alone[first] = describe((op,), (), types, costed.op_classes[at], costed.descriptors[at].dtype)
+        return template
+    return describe_like(template, op) if template.weights else template
 
 
 def fallback_warnings(wanted: Sequence[str], platform: Platform) -> tuple[dict[str, str], list[str]]:

@@ -14,10 +14,11 @@ import onnx.defs
 
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.gemm import ARRAY_OPS
 from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView, TensorInfo
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.registry import RuleEntry, evaluate_with_weights, weight_table
-from onnxroof.core.states import NodeState, Role, RuleKind
+from onnxroof.core.states import NodeState, OpClass, Role, RuleKind
 from onnxroof.costing.control_flow import cost_body, cost_control_flow
 from onnxroof.costing.function import expand_function
 from onnxroof.rules import REGISTRY
@@ -40,11 +41,15 @@ _POOL_SIZE = 4096
 @dataclass
 class CostCache:
     """What costing one model remembers while it runs (one per cost stage, never kept on the IR): the weight
-    roots of each scope's derived weights (:func:`derived_roots`), and one :class:`NodeCost` per distinct
-    weightless cost (:func:`_costed`). A scope's roots are keyed by the scope itself, which the cache keeps."""
+    roots of each scope's derived weights (:func:`derived_roots`), one :class:`NodeCost` per distinct
+    weightless cost (:func:`_costed`), and the rule's figures per node signature (``rules``). A scope's roots
+    are keyed by the scope itself, which the cache keeps."""
 
     roots: dict[int, tuple[ModelIR, dict[str, tuple[TensorInfo, ...] | None]]] = field(default_factory=dict)
     pool: dict[tuple[object, ...], NodeCost] = field(default_factory=dict)
+    rules: dict[tuple[object, ...], Cost] = field(default_factory=dict)
+    """The rule's figures per :func:`cost_signature` with its weights (:func:`_rule_cost`): a model's layers read
+    weights of equal shapes."""
 
     def roots_of(self, scope: ModelIR) -> dict[str, tuple[TensorInfo, ...] | None]:
         """The remembered roots of ``scope``'s weights (filled by :func:`derived_roots`)."""
@@ -178,12 +183,17 @@ def _has_schema(op_type: str, domain: str) -> bool:
 
 
 def cost_node(
-    op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None = None, cache: CostCache | None = None
+    op: OpView,
+    scope: ModelIR,
+    root_graph: onnx.GraphProto | None = None,
+    cache: CostCache | None = None,
+    signature: tuple[object, ...] | None = None,
 ) -> NodeCost:
     """State, kind, cost and weights of one node (control-flow nodes through their bodies). A weight read
     through a folded view (a Reshape of an initializer) is keyed by the initializer it aliases, so a weight
     two ops read in different shapes (GenAI's tied int4 embedding and lm_head) counts once. ``cache``: what the
-    cost stage remembers across nodes (:class:`CostCache`; a fresh one when None)."""
+    cost stage remembers across nodes (:class:`CostCache`; a fresh one when None); ``signature``: the node's
+    ``cost_signature(op, weights=True)`` when the caller has it (else built here when a rule costs the node)."""
     cache = cache if cache is not None else CostCache()
     if _computed_at_load(op.outputs):
         if not is_known_op(op):  # nothing can evaluate it at load time: never silently zero
@@ -197,7 +207,7 @@ def cost_node(
     if entry.kind.moves_nothing:
         return _MOVES_NOTHING[entry.kind]
     try:
-        cost, table = evaluate_with_weights(op, entry)
+        cost, table = _rule_cost(op, entry, cache, signature)
     except ShapeUnknown as missing:
         note = f"no static shape for '{missing.tensor}'"
         return NodeCost(NodeState.UNKNOWN_SHAPE, entry.kind, Cost.zero(), note, 0, missing_tensor=missing.tensor)
@@ -211,10 +221,35 @@ def cost_node(
     return NodeCost(NodeState.COSTED, entry.kind, cost, "", 1, weights)
 
 
-def cost_signature(op: OpView) -> tuple[object, ...] | None:
+def _rule_cost(
+    op: OpView, entry: RuleEntry, cache: CostCache, key: tuple[object, ...] | None = None
+) -> tuple[Cost, dict[str, tuple[float, float]]]:
+    """:func:`~onnxroof.core.registry.evaluate_with_weights`, the rule run once per :func:`cost_signature` with
+    the weights described like the other inputs (by shape, dtype, item size and role, not by name): the rule
+    and the node's contract read nothing else. Its figures are then shared; the weight table (by name) and the
+    params it gives are the node's own: params = Σ parameters of the node's weights, as the evaluation sets
+    them. ``key``: the node's signature when the caller has it."""
+    if key is None:
+        key = cost_signature(op, weights=True)
+    shared = cache.rules.get(key) if key is not None else None
+    if shared is None:
+        cost, table = evaluate_with_weights(op, entry)
+        if key is not None:
+            cache.rules[key] = cost
+        return cost, table
+    table = weight_table(op, entry)
+    params = float(sum(numel for numel, _ in table.values())) if table else 0.0
+    if params != shared.params:
+        shared = Cost(shared.flops, shared.macs, shared.bytes_read, shared.bytes_written, params)
+    return shared, table
+
+
+def cost_signature(op: OpView, weights: bool = False) -> tuple[object, ...] | None:
     """What a rule's figures for ``op`` depend on, as one hashable key, or None when the node's cost depends on
     more (an input that is a weight: its entries are keyed by name; a body; an attribute value that is not
-    hashable, such as a list of ints).
+    hashable, such as a tensor; a list is keyed by its items, marked as a list). ``weights``: describe a weight
+    input like the others instead: the key of the rule's figures (:func:`_rule_cost`), and of the whole cost of a
+    node whose weights are config inputs only (a Slice's starts; :func:`shareable` tells).
 
     A rule is a pure function of the node's op type, domain, opset, attributes and its tensors' shapes, dtypes,
     item sizes and roles; names and ids enter only the weights (excluded here) and error messages (an error is
@@ -230,13 +265,19 @@ def cost_signature(op: OpView) -> tuple[object, ...] | None:
         attrs_key = tuple(attrs.items())
         try:
             hash(attrs_key)
-        except TypeError:  # a list, an array or a tensor among the values
-            return None
+        except TypeError:  # a list (a Transpose's perm), an array or a tensor among the values
+            if not any(type(v) is list for v in attrs.values()):
+                return None  # a tensor (a Constant's value) or an array
+            attrs_key = tuple((k, (list, *v) if type(v) is list else v) for k, v in attrs.items())
+            try:
+                hash(attrs_key)
+            except TypeError:  # an array, a tensor, or a list of them
+                return None
     tensors: list[object] = [op.op_type, op.domain, op.opset, attrs_key]
     for t in op.inputs:
         if t is None:
             tensors.append(None)
-        elif t.role == Role.WEIGHT:
+        elif t.role == Role.WEIGHT and not weights:
             return None
         else:
             tensors.append((t.shape, t.dtype, t.itemsize, t.role))
@@ -244,6 +285,26 @@ def cost_signature(op: OpView) -> tuple[object, ...] | None:
     for t in op.outputs:
         tensors.append(None if t is None else (t.shape, t.dtype, t.itemsize, t.role))
     return tuple(tensors)
+
+
+def folded_signature(op: OpView, folds_alike: dict[tuple[str, str], bool] | None = None) -> tuple[object, ...] | None:
+    """The key of a node :func:`cost_node` folds (its outputs computed at load time, its op known) whose row in
+    the cost stage is a function of its op type, domain and dtype alone: the shared folded cost, the class of its
+    type (not a convolution, whose class reads the node) and a descriptor without a GEMM view (not an op of
+    :data:`~onnxroof.core.gemm.ARRAY_OPS`); None for any other node. The cost stage's key of a node without a
+    :func:`cost_signature`: a ``Constant``'s value attribute (a tensor) leaves it none, and a model holds hundreds
+    of them. ``folds_alike``: the answer of the op-type tests by (op type, domain), kept by the caller."""
+    if not _computed_at_load(op.outputs):
+        return None
+    key = (op.op_type, op.domain)
+    alike = folds_alike.get(key) if folds_alike is not None else None
+    if alike is None:
+        alike = (
+            op.op_type not in ARRAY_OPS and is_known_op(op) and REGISTRY.op_class(op.domain, op.op_type) != OpClass.CONV
+        )
+        if folds_alike is not None:
+            folds_alike[key] = alike
+    return (NodeState.FOLDED, op.op_type, op.domain, op.dtype) if alike else None  # 4 items: a cost_signature has 5+
 
 
 def shareable(node_cost: NodeCost) -> bool:

@@ -26,15 +26,34 @@ def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
     for p in edges:
         for op_type in p.anchor:
             by_anchor.setdefault(op_type, []).append(p)
-    for node, unit in state.unit_of.items():  # node order; merges only rebind existing keys
-        if unit.op_type not in by_anchor or unit.anchor != node or not unit.alive:
-            continue
-        progressed = True
-        while progressed:
-            progressed = any(_apply_edge(p, unit, state) for p in by_anchor.get(unit.op_type, ()))
+    for node, unit in state.unit_of.items_of(by_anchor):  # node order; merges only rebind existing keys
+        if unit.anchor == node and unit.alive:
+            _grow(unit, by_anchor, state)
     for p in edges:
         if p.orphans:
             _explain_orphans(p, state)
+
+
+def _grow(unit: Unit, by_anchor: dict[str, list[EdgePattern]], state: PassState) -> None:
+    """Apply the first pattern anchored on ``unit``'s op type that merges a neighbour, in order, until none does.
+    Within one round nothing merges, so the units reading ``unit``'s output are found once for every consumer
+    pattern of the round (a refused candidate only records a miss)."""
+    progressed = True
+    while progressed:
+        progressed = False
+        readers: list[Unit | None] | None = None
+        for pattern in by_anchor.get(unit.op_type, ()):
+            if pattern.direction != CONSUMER:
+                progressed = _apply_edge(pattern, unit, state)
+            elif unit.out is not None:
+                if readers is None:
+                    readers = [state.unit_of.get(u) for u in state.g.consumers.get(unit.out, ())]
+                joined = next((c for c in readers if _joinable(c, unit, pattern)), None)
+                progressed = joined is not None and _merge_if_checked(
+                    pattern, unit, joined, unit.out, joined.out, state
+                )
+            if progressed:
+                break
 
 
 def _joinable(unit: Unit | None, anchor: Unit, pattern: EdgePattern) -> bool:
@@ -110,8 +129,8 @@ def _explain_orphans(pattern: EdgePattern, state: PassState) -> None:
     explained = {node for miss in state.misses if miss.pattern == pattern.name for node in miss.node_ids}
     anchors = "/".join(sorted(pattern.anchor))
     verb = "fold" if pattern.fold else "fuse"
-    for node, unit in state.unit_of.items():  # single-node units of an orphan type, in node order
-        if unit.op_type not in pattern.orphans or len(unit.nodes) != 1 or node in explained:
+    for node, unit in state.unit_of.items_of(pattern.orphans):  # single-node units of an orphan type, in node order
+        if len(unit.nodes) != 1 or node in explained:
             continue
         op = g.ops[node]
         first = op.input(0)

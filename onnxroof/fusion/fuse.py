@@ -208,24 +208,39 @@ def _build_kernels(state: PassState) -> tuple[tuple[Kernel, ...], tuple[array, .
     never made (:meth:`~onnxroof.fusion.graph.Units.anchored`: the node alone); and each kernel's members as
     positions in the IR's ops, in the order of its ``node_ids`` (the anchor, then the others in node order)."""
     g = state.g
-    ir_ops = g.ir.ops
+    ir_ops, cost_at, types = g.ir.ops, g.cost_at, g.types
     kernels, positions = [], []
     for number, (anchor, unit, members) in enumerate(state.unit_of.anchored(), start=1):
+        if len(members) == 1:  # a node alone (most kernels): its own cost, nothing folded
+            op = ir_ops[anchor]
+            facts = types[op.domain][op.op_type]
+            cost = cost_at[anchor].cost  # type: ignore[union-attr]  # a kernel member is costed
+            layout = facts.kind == RuleKind.LAYOUT
+            kernels.append(
+                Kernel(
+                    id=f"k{number}",
+                    patterns=unit.patterns if unit is not None else (),
+                    node_ids=(op.id,),
+                    cost=cost,
+                    ideal=Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if layout or facts.elementwise else cost,
+                    layout=layout,
+                    folded_nodes=(),
+                )
+            )
+            positions.append(array("q", members))
+            continue
         at = members if members[0] == anchor else [anchor, *(i for i in members if i != anchor)]
         nodes = [ir_ops[i].id for i in at]
-        folded = set(unit.folded) if unit is not None else set()
+        folded = set(unit.folded) if unit is not None and unit.folded else set()
         cost, elementwise = _kernel_cost(at, nodes, folded, g)
-        layout = len(nodes) == 1 and g.type_at(anchor).kind == RuleKind.LAYOUT
-        free = layout or elementwise
-        ideal = Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost
         kernels.append(
             Kernel(
                 id=f"k{number}",
                 patterns=unit.patterns if unit is not None else (),
                 node_ids=tuple(nodes),
                 cost=cost,
-                ideal=ideal,
-                layout=layout,
+                ideal=Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if elementwise else cost,
+                layout=False,  # a layout kernel is one copy alone
                 folded_nodes=tuple(n for n in nodes if n in folded) if folded else (),
             )
         )

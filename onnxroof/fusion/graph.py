@@ -8,7 +8,7 @@ elementwise); :class:`Unit` is one kernel under construction; and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
 from typing import NamedTuple
@@ -236,6 +236,20 @@ class Units:
             if unit is not None:
                 yield op.id, unit
 
+    def items_of(self, keys: Container[str]) -> Iterator[tuple[str, Unit]]:
+        """:meth:`items` restricted to the units whose op type is in ``keys`` at their turn, in node order. An
+        untouched node of another type is passed over without making its unit (its unit's op type would be its
+        own key, :attr:`OpTypeFacts.key`)."""
+        made, costed_at, types = self._made.get, self._graph.costed_at, self._graph.types
+        for i, op in enumerate(self._graph.ir.ops):
+            unit = made(op.id)
+            if unit is None:
+                if not costed_at[i] or types[op.domain][op.op_type].key not in keys:
+                    continue
+                unit = self[op.id]
+            if unit.op_type in keys:
+                yield op.id, unit
+
     def anchored(self) -> list[tuple[int, Unit | None, list[int]]]:
         """Each unit once, in the order of its anchor: (the anchor's position, the unit or None for a costed node
         whose unit was never made: a kernel of that node alone, the positions of its members in node order).
@@ -269,6 +283,11 @@ class PassState:
         self.g = graph
         self.unit_of = Units(graph)
         self.misses: list[MissRecord] = []
+
+    def alone(self, node: str) -> bool:
+        """Whether ``node`` is costed and alone in its unit (:meth:`single` is not None), without making its unit."""
+        unit = self.unit_of.made(node)
+        return self.unit_of.costed(node) if unit is None else len(unit.nodes) == 1
 
     def single(self, node: str) -> Unit | None:
         unit = self.unit_of.get(node)

@@ -28,12 +28,14 @@ import operator
 from array import array
 from collections.abc import Callable
 
+import numpy as np
+
 from onnxroof.core.ir import OpView, implicit_reads
 from onnxroof.core.states import RuleKind
 from onnxroof.fusion.graph import PassState, Unit
 from onnxroof.fusion.patterns import PointwisePattern
 
-#: A kernel under construction, or the id of a node that is no kernel member.
+#: A kernel under construction, or the id of a node that is no kernel member or a member no unit can join.
 Block = Unit | str
 
 #: Bit positions handed out beyond twice the live groups before the bits are renumbered.
@@ -151,10 +153,10 @@ class _Blocks:
                     self.runs.setdefault(run, []).append(op.id)
                     b -= 1
                     continue
-                if unit is None:
+                if unit is None and size >= 0:  # a member alone that no unit can join stays an id (unit not made)
                     unit = unit_of[op.id]
-                items.append(unit)
-                if len(unit.nodes) != 1:
+                items.append(op.id if unit is None else unit)
+                if unit is not None and len(unit.nodes) != 1:
                     for node in unit.nodes:
                         number_at[position[node]] = b
                     later.append(b)
@@ -238,21 +240,17 @@ class _Blocks:
 
     def _link_successors(self, count: int) -> None:
         """Each block's successors ``succs[succ_start[b]:succ_start[b + 1]]`` in block order, and its
-        ``out_degree``, from the producers gathered (the CSR transpose of ``preds``)."""
-        preds, pred_start, pred_end = self.preds, self.pred_start, self.pred_end
-        out_degree = self.out_degree = _zeros(count)
-        for p in preds:
-            out_degree[p] += 1
-        self.succ_start = succ_start = _zeros(count + 1)
-        for b in range(count):
-            succ_start[b + 1] = succ_start[b] + out_degree[b]
-        fill = array("q", succ_start)
-        self.succs = succs = _zeros(len(preds))
-        for b in range(count):  # ascending b: each block's successors in block order
-            for j in range(pred_start[b], pred_end[b]):
-                p = preds[j]
-                succs[fill[p]] = b
-                fill[p] += 1
+        ``out_degree``, from the producers gathered (the CSR transpose of ``preds``, as columns: each entry of
+        ``preds`` with the block reading it, sorted by producer, then reader; the ranges of ``preds`` are disjoint
+        and cover it, so the readers are the blocks in order of their range, each repeated over its length)."""
+        preds = np.frombuffer(self.preds, dtype=np.int64)
+        starts, ends = np.frombuffer(self.pred_start, np.int64), np.frombuffer(self.pred_end, np.int64)
+        blocks = np.argsort(starts, kind="stable")
+        readers = np.repeat(blocks, (ends - starts)[blocks])
+        degree = np.bincount(preds, minlength=count).astype(np.int64)
+        self.out_degree = array("q", degree.tobytes())
+        self.succ_start = array("q", np.concatenate(([0], np.cumsum(degree))).astype(np.int64).tobytes())
+        self.succs = array("q", readers[np.lexsort((readers, preds))].tobytes())
 
     def _gather_later(self, later: list[int], state: PassState, number_at: array, seen: array) -> None:
         """The producers of multi-node units and control-flow nodes (what their bodies read included)."""
@@ -318,8 +316,7 @@ class _Grouping:
     """
 
     def __init__(self, state: PassState, blocks: _Blocks) -> None:
-        self.state = state
-        self.blocks = blocks
+        self.state, self.blocks = state, blocks
         count = len(blocks.items)
         self.position = _zeros(count)  # visiting order
         self.visited = 0
@@ -329,16 +326,19 @@ class _Grouping:
         self.group = array("q", [-1]) * count
         self.dep: dict[int, int] = {}
         self.bit: dict[int, int] = {}
-        self.next_bit = 0
-        self.bit_limit = _SLACK
+        self.next_bit, self.bit_limit = 0, _SLACK
         self.groups = 0
         self.grouped: dict[int, list[int]] = {}
 
     def visit(self, b: int) -> None:
         blocks, view, remaining = self.blocks, self.blocks.view, self.remaining
-        self.position[b] = self.visited
-        self.visited += 1
+        self.position[b], self.visited = self.visited, self.visited + 1
         first, end = blocks.pred_start[b], blocks.pred_end[b]
+        if first == end and blocks.size[b] < 0 and not view[b]:  # a source no unit can join (a Constant): no test
+            self.group[b], self.groups = self.groups, self.groups + 1  # a group of its own, no bit
+            if remaining[b]:
+                self.dep[b] = 0  # it depends on no group
+            return
         if end - first == 1:  # one producer (a chain's common case)
             p = blocks.preds[first]
             preds: tuple[int, ...] | array = (p,)
