@@ -27,3 +27,18 @@ def test_nodes_without_attributes_share_their_schema_defaults() -> None:
     assert first.attrs["alpha"] == pytest.approx(0.01)
     with pytest.raises(TypeError):
         first.attrs["alpha"] = 1.0  # type: ignore[index]
+
+
+def test_an_op_view_is_immutable_and_reads_its_fields_by_name() -> None:
+    """OpView is a named tuple: its fields by name (``index`` the node's position, not tuple.index), no field
+    can be set, and a copy with one field changed differs in that field alone."""
+    text = model("a = Relu(x)\ny = Neg(a)", "float[2,3] x", "float[2,3] y")
+    ir, _ = analysed(text)
+    relu, neg = ir.ops
+    assert (relu.index, neg.index) == (0, 1)
+    assert (relu.id, neg.id, neg.op_type, neg.domain) == ("0:Relu", "1:Neg", "Neg", "")
+    with pytest.raises(AttributeError):
+        neg.op_type = "Relu"  # type: ignore[misc]
+    renamed = neg._replace(name="n")
+    assert renamed.name == "n" and renamed != neg
+    assert renamed._replace(name=neg.name) == neg

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import onnx
 
@@ -110,20 +110,22 @@ class TensorInfo:
         return self.role in (Role.WEIGHT, Role.STATIC)
 
 
-@dataclass(frozen=True, slots=True)
-class OpView:
-    """One node as the rules see it. Missing optional inputs are None."""
+class OpView(NamedTuple):
+    """One node as the rules see it. Missing optional inputs are None.
+
+    A named tuple, not a frozen dataclass: as immutable, and one is built per node, where a frozen dataclass's
+    ``__init__`` (``object.__setattr__`` per field) costs several times a tuple's."""
 
     id: str
-    index: int
+    index: int  # type: ignore[assignment]  # the node's position in the file; shadows tuple.index, never called
     name: str
     op_type: str
     domain: str
     opset: int
     inputs: tuple[TensorInfo | None, ...]
     outputs: tuple[TensorInfo | None, ...]
-    attrs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    subgraphs: Mapping[str, onnx.GraphProto] = field(default_factory=lambda: MappingProxyType({}))
+    attrs: Mapping[str, Any] = MappingProxyType({})
+    subgraphs: Mapping[str, onnx.GraphProto] = MappingProxyType({})
 
     def input(self, i: int) -> TensorInfo | None:
         return self.inputs[i] if i < len(self.inputs) else None
