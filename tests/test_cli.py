@@ -689,20 +689,26 @@ def test_modules_for_a_command_line(args: list[str], modules: tuple[str, ...]) -
     assert modules_for(args) == modules
 
 
-def test_a_command_run_imports_only_its_module() -> None:
-    """A real process running `platforms` imports the listing commands' module and no other command module (nor
-    the libraries only they use); the run's output is the one the app with every command gives."""
+def _run_and_list(args: list[str], listing: str) -> subprocess.CompletedProcess:
+    """A real process running the CLI with ``args`` (exit 0 asserted inside), then printing the Python expression
+    ``listing`` (over ``sys.modules``) on stderr's last line."""
     code = (
         "import sys\n"
         "from onnxroof.cli import main\n"
         "try:\n"
-        "    main(['platforms', '--format', 'json'])\n"
+        f"    main({args!r})\n"
         "except SystemExit as exc:\n"
         "    assert exc.code in (0, None), exc.code\n"
-        "print(sorted(m for m in sys.modules if m.startswith('onnxroof.cli.') or m.startswith('onnxroof.studies')),"
-        " file=sys.stderr)\n"
+        f"print({listing}, file=sys.stderr)\n"
     )
-    done = _run([sys.executable, "-c", code])
+    return _run([sys.executable, "-c", code])
+
+
+def test_a_command_run_imports_only_its_module() -> None:
+    """A real process running `platforms` imports the listing commands' module and no other command module (nor
+    the libraries only they use); the run's output is the one the app with every command gives."""
+    listing = "sorted(m for m in sys.modules if m.startswith('onnxroof.cli.') or m.startswith('onnxroof.studies'))"
+    done = _run_and_list(["platforms", "--format", "json"], listing)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "['onnxroof.cli.common', 'onnxroof.cli.listings']"
     assert json.loads(done.stdout) == json.loads(invoke("platforms", "--format", "json").stdout)
@@ -720,17 +726,8 @@ def test_a_command_run_imports_only_its_module() -> None:
 def test_json_without_warnings_loads_no_terminal_or_page_machinery(args: list[str]) -> None:
     """A JSON run with nothing to warn about imports neither rich (tables, warnings) nor the HTML page's and the
     chart's machinery (jinja2, markupsafe, matplotlib): each is imported where it is used."""
-    code = (
-        "import sys\n"
-        "from onnxroof.cli import main\n"
-        "try:\n"
-        f"    main({args!r})\n"
-        "except SystemExit as exc:\n"
-        "    assert exc.code in (0, None), exc.code\n"
-        "heavy = ('rich', 'jinja2', 'markupsafe', 'matplotlib')\n"
-        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
-    )
-    done = _run([sys.executable, "-c", code])
+    heavy = ("rich", "jinja2", "markupsafe", "matplotlib")
+    done = _run_and_list(args, f"sorted(m for m in {heavy!r} if m in sys.modules)")
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "[]"
     assert json.loads(done.stdout)

@@ -4,6 +4,7 @@ from the kernel's members and the patterns that fused them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import chain
 from operator import attrgetter
 
@@ -62,14 +63,4 @@ def describe_like(template: KernelDescriptor, op: OpView) -> KernelDescriptor:
     (:func:`~onnxroof.costing.node.cost_signature`: op type, attributes, its tensors' shapes, dtypes and roles):
     :func:`describe` reads nothing else of the node but its weights' names, taken here from ``op``."""
     weights = tuple(dict.fromkeys(t.name for t in op.inputs if t is not None and t.role == Role.WEIGHT))
-    return KernelDescriptor(
-        op_class=template.op_class,
-        gemm=template.gemm,
-        dtype=template.dtype,
-        weights=weights,
-        conv=template.conv,
-        input_dtypes=template.input_dtypes,
-        weight_inputs=template.weight_inputs,
-        weight_dtype=template.weight_dtype,
-        accumulation=template.accumulation,
-    )
+    return replace(template, weights=weights)
