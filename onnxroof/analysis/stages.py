@@ -195,9 +195,8 @@ def cost(bound: BoundModel, platform: Platform | None = None) -> CostedModel:
     wanted precision, class, descriptor: each a function of the signature), built once. A shared row is costed by
     a rule, zero or folded, with no weights, warnings or unsupported ops inside
     (:func:`~onnxroof.costing.node.shareable`), so the unsupported ops, weights and warnings are gathered from the
-    other nodes only (``notable``). A node of a known
-    signature whose NodeCost is its own (it reads weights, named) still takes the signature's precision, class
-    and descriptor (``alike``)."""
+    other nodes only (``notable``). A node of a known signature whose NodeCost is its own (it reads weights,
+    named) still takes the signature's precision, class and descriptor (``alike``)."""
     ir, plan = bound.ir, bound.plan
     sparse = sparse_facts(plan, platform)
     by_type: dict[tuple[str, str], OpClass] = {}  # (op_type, domain) -> efficiency class by type

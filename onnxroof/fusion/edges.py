@@ -66,15 +66,9 @@ def _joinable(unit: Unit | None, anchor: Unit, pattern: EdgePattern) -> bool:
 
 
 def _apply_edge(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
+    """Merge into ``unit`` a producer ``pattern`` (not a consumer one: :func:`_grow` joins readers) allows: of an
+    operand read through views, or of the anchor's input."""
     g = state.g
-    if pattern.direction == CONSUMER:
-        if unit.out is None:
-            return False
-        candidates = [state.unit_of.get(u) for u in g.consumers.get(unit.out, ())]
-        joined = next((c for c in candidates if _joinable(c, unit, pattern)), None)
-        if joined is None:
-            return False
-        return _merge_if_checked(pattern, unit, joined, unit.out, joined.out, state)
     if pattern.direction == OPERAND:
         return _apply_operand(pattern, unit, state)
     for t in g.ops[unit.anchor].inputs:

@@ -112,15 +112,13 @@ def profile_patterns(profile: str) -> tuple[str, ...]:
 
 
 def _kernel_cost(at: Sequence[int], nodes: list[str], folded: set[str], g: FusionGraph) -> tuple[Cost, bool]:
-    """The cost of a kernel of ``nodes`` (at positions ``at``; see the module docstring), and whether every member
-    is elementwise.
+    """The cost of a kernel of two or more ``nodes`` (at positions ``at``; see the module docstring; a node alone is
+    its own cost, :func:`_build_kernels`), and whether every member is elementwise.
 
     FLOPs, MACs and params from the non-folded members (:func:`_member_compute`); traffic from what crosses the
     kernel's boundary (:func:`_boundary_traffic`), capped at the members' own sums, or those sums when a
     member's shape is unknown."""
     cost_at, ir_ops = g.cost_at, g.ir.ops
-    if len(at) == 1:
-        return cost_at[at[0]].cost, g.type_at(at[0]).elementwise  # type: ignore[union-attr]  # a member is costed
     costs: list[NodeCost] = list(map(cost_at.__getitem__, at))  # type: ignore[arg-type]  # members are costed
     kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
     flops, macs, params = _member_compute(kept)
@@ -208,39 +206,29 @@ def _build_kernels(state: PassState) -> tuple[tuple[Kernel, ...], tuple[array, .
     never made (:meth:`~onnxroof.fusion.graph.Units.anchored`: the node alone); and each kernel's members as
     positions in the IR's ops, in the order of its ``node_ids`` (the anchor, then the others in node order)."""
     g = state.g
-    ir_ops, cost_at, types = g.ir.ops, g.cost_at, g.types
+    ir_ops, cost_at = g.ir.ops, g.cost_at
     kernels, positions = [], []
     for number, (anchor, unit, members) in enumerate(state.unit_of.anchored(), start=1):
         if len(members) == 1:  # a node alone (most kernels): its own cost, nothing folded
-            op = ir_ops[anchor]
-            facts = types[op.domain][op.op_type]
+            facts = g.type_at(anchor)
+            at, nodes, folded = members, [ir_ops[anchor].id], set()
             cost = cost_at[anchor].cost  # type: ignore[union-attr]  # a kernel member is costed
             layout = facts.kind == RuleKind.LAYOUT
-            kernels.append(
-                Kernel(
-                    id=f"k{number}",
-                    patterns=unit.patterns if unit is not None else (),
-                    node_ids=(op.id,),
-                    cost=cost,
-                    ideal=Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if layout or facts.elementwise else cost,
-                    layout=layout,
-                    folded_nodes=(),
-                )
-            )
-            positions.append(array("q", members))
-            continue
-        at = members if members[0] == anchor else [anchor, *(i for i in members if i != anchor)]
-        nodes = [ir_ops[i].id for i in at]
-        folded = set(unit.folded) if unit is not None and unit.folded else set()
-        cost, elementwise = _kernel_cost(at, nodes, folded, g)
+            free = layout or facts.elementwise
+        else:
+            at = members if members[0] == anchor else [anchor, *(i for i in members if i != anchor)]
+            nodes = [ir_ops[i].id for i in at]
+            folded = set(unit.folded) if unit is not None and unit.folded else set()
+            cost, free = _kernel_cost(at, nodes, folded, g)
+            layout = False  # a layout kernel is one copy alone
         kernels.append(
             Kernel(
                 id=f"k{number}",
                 patterns=unit.patterns if unit is not None else (),
                 node_ids=tuple(nodes),
                 cost=cost,
-                ideal=Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if elementwise else cost,
-                layout=False,  # a layout kernel is one copy alone
+                ideal=Cost(cost.flops, cost.macs, 0.0, 0.0, cost.params) if free else cost,
+                layout=layout,
                 folded_nodes=tuple(n for n in nodes if n in folded) if folded else (),
             )
         )
