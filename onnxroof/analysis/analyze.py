@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 
 from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable, TableLevel
 from onnxroof.analysis.runtime_use import RuntimeUse, apply_runtime, node_classes
 from onnxroof.analysis.stages import (
+    CostedModel,
     FusedModel,
     bind,
     cost,
@@ -263,6 +265,10 @@ def place(
     )
 
 
+Rows = npt.NDArray[np.intp]
+"""Row numbers (a column)."""
+
+
 def _place_nodes(
     fused: FusedModel,
     target: Platform,
@@ -271,30 +277,65 @@ def _place_nodes(
     runtime: Runtime,
     classes: Objects | None,
 ) -> NodeTable:
-    """Every node on its own (the unfused view): one row per node of the IR."""
+    """Every node on its own (the unfused view): one row per node of the IR. The nodes that share everything
+    placement reads (:func:`shared_rows`) are placed once, their figures given to each of them."""
     costed = fused.costed
     ops = costed.bound.ir.ops
     node_costs = costed.node_costs
     costs = tuple(map(attrgetter("cost"), node_costs))
-    rows = len(costs)
-    precision = np.fromiter(map(resolved.__getitem__, costed.wanted), object, rows)
+    placed, inverse = shared_rows(costed, classes)
+    at = placed.tolist()
+    placed_costs = list(map(costs.__getitem__, at))
+    placed_nodes = list(map(node_costs.__getitem__, at))
+    rows = len(at)
+    precision = np.fromiter(map(resolved.__getitem__, map(costed.wanted.__getitem__, at)), object, rows)
     work = Work(
-        flops=np.fromiter(map(attrgetter("flops"), costs), np.float64, rows),
-        bytes=np.fromiter(map(attrgetter("bytes"), costs), np.float64, rows),
+        flops=np.fromiter(map(attrgetter("flops"), placed_costs), np.float64, rows),
+        bytes=np.fromiter(map(attrgetter("bytes"), placed_costs), np.float64, rows),
         precision=precision,
-        op_class=np.asarray(costed.op_classes, dtype=object),
-        runs=np.fromiter((c.state == NodeState.COSTED for c in node_costs), bool, rows),
-        launches=np.fromiter(map(attrgetter("launches"), node_costs), np.float64, rows),
-        utilization=_node_utilization(ops, target),
-        cold_bytes=np.zeros(len(ops)),
-        descriptors=costed.descriptors,
-        runtime_class=classes,
+        op_class=np.fromiter(map(costed.op_classes.__getitem__, at), object, rows),
+        runs=np.fromiter((c.state == NodeState.COSTED for c in placed_nodes), bool, rows),
+        launches=np.fromiter(map(attrgetter("launches"), placed_nodes), np.float64, rows),
+        utilization=_node_utilization([ops[i] for i in at], target),
+        cold_bytes=np.zeros(rows),
+        descriptors=tuple(map(costed.descriptors.__getitem__, at)),
+        runtime_class=None if classes is None else classes[placed],
     )
     figures = place_rows(work, target, model, runtime)
+    if inverse is not None:
+        figures, precision = figures.take(inverse), precision[inverse]
     return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
 
 
-def _node_utilization(ops: tuple[OpView, ...], target: Platform) -> Floats:
+def shared_rows(costed: CostedModel, classes: Objects | None = None) -> tuple[Rows, Rows | None]:
+    """The nodes the unfused view places (``placed``, in order) and each node's row among them (``inverse``; None
+    when every node is placed).
+
+    Node ``i`` takes the figures of ``f = firsts[i]`` (:attr:`~onnxroof.analysis.stages.CostedModel.firsts`: the
+    first node of its cost signature) when it holds the same :class:`~onnxroof.core.node_cost.NodeCost` object
+    (a runtime writing the KV cache in place, or ``skip_compute``, gives some nodes their own) and the same
+    runtime kernel class (``classes``, when the runtime has efficiency factors): everything else placement reads
+    of a node (its precision, op class, descriptor, PE-array utilization) is a function of its signature, and a
+    time model's figures of a row are a function of that row alone, so placing ``f`` once places both."""
+    rows = len(costed.node_costs)
+    if not costed.firsts:
+        return np.arange(rows), None
+    own = np.arange(rows)
+    firsts = np.fromiter(costed.firsts, np.intp, rows)
+    ids = np.fromiter(map(id, costed.node_costs), np.int64, rows)
+    same = ids == ids[firsts]
+    if classes is not None:
+        same &= classes == classes[firsts]
+    firsts = np.where(same, firsts, own)
+    placed = np.flatnonzero(firsts == own)
+    if len(placed) == rows:
+        return placed, None
+    row_of = np.empty(rows, dtype=np.intp)
+    row_of[placed] = np.arange(len(placed))
+    return placed, row_of[firsts]
+
+
+def _node_utilization(ops: Sequence[OpView], target: Platform) -> Floats:
     """PE-array utilization of each node (:mod:`onnxroof.roofline.pe_array`); 1 without an array."""
     array = target.array
     if array is None:

@@ -37,7 +37,7 @@ A row that does not run (views, folded constants, unsupported ops: ``runs`` fals
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 import numpy as np
@@ -123,7 +123,9 @@ class TimeModel(Protocol):
     ``name`` is what reports print; ``times`` receives every row's costs and descriptor (:class:`Work`), the
     roofs placement derived for it (:class:`Roofs`) and the platform, and returns :class:`Times` for the rows
     that run (rows that do not run are zeroed by :func:`place` whatever the model returns). Nothing above
-    placement knows which model ran.
+    placement knows which model ran. A row's times are a function of that row alone (its work, roofs and the
+    platform): the unfused view places each distinct node once and gives its figures to the nodes that share it
+    (:func:`onnxroof.analysis.analyze.shared_rows`).
     """
 
     @property
@@ -183,6 +185,11 @@ class Figures:
 
     def __len__(self) -> int:
         return len(self.latency_s)
+
+    def take(self, rows: npt.NDArray[np.intp]) -> Figures:
+        """The figures of ``rows``, in that order (a row may repeat): every column indexed by ``rows``."""
+        columns = {f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "time_model"}
+        return Figures(**columns, time_model=self.time_model)
 
 
 #: The figures a node or kernel result shows, in the order results list them.

@@ -1,0 +1,123 @@
+"""The unfused view places each distinct node once (:func:`onnxroof.analysis.analyze.shared_rows`): nodes of one
+cost signature holding one NodeCost share their figures. Pinned by the rows a time model is given and by figures
+equal, column for column, to those of every node placed on its own."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import parse_model
+
+from onnxroof.analysis.analyze import place, shared_rows
+from onnxroof.analysis.stages import bind, cost, fuse
+from onnxroof.analysis.whatif import WhatIf
+from onnxroof.platform.lookup import load_platform
+from onnxroof.platform.model import Platform
+from onnxroof.roofline.place import ROOFLINE, Roofs, Times, Work
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+_CHAIN = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 64] x) => (float[2, 64] d)
+{
+    a = Relu(x)
+    b = Relu(a)
+    c = Relu(b)
+    d = Neg(c)
+}
+"""
+"""Relu a reads the graph input (role input), b and c an activation: b and c share a signature, a does not."""
+
+
+class _Counting:
+    """The roofline, recording how many rows each call places."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+
+    def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times:
+        self.rows.append(len(work))
+        return ROOFLINE.times(work, roofs, platform)
+
+
+def _same_figures(shared: object, alone: object) -> None:
+    for f in fields(shared):  # type: ignore[arg-type]
+        left, right = getattr(shared, f.name), getattr(alone, f.name)
+        if isinstance(left, np.ndarray) and left.dtype == np.float64:
+            assert np.array_equal(left, right, equal_nan=True), f.name
+        elif isinstance(left, np.ndarray):
+            assert left.tolist() == right.tolist(), f.name
+        else:
+            assert left == right, f.name
+
+
+def test_nodes_of_one_signature_are_placed_once(tmp_path: Path) -> None:
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(parse_model(_CHAIN).SerializeToString())
+    costed = cost(bind(str(path)))
+    assert costed.firsts == (0, 1, 1, 3)
+    placed, inverse = shared_rows(costed)
+    assert placed.tolist() == [0, 1, 3]
+    assert inverse is not None and inverse.tolist() == [0, 1, 1, 2]
+    model = _Counting()
+    analysis = place(fuse(costed, "none"), load_platform("xavier"), model)
+    assert model.rows[0] == 3  # the nodes (the kernels follow)
+    assert analysis.nodes[1].latency_s == analysis.nodes[2].latency_s > 0
+
+
+def test_a_node_with_its_own_node_cost_is_placed_alone(tmp_path: Path) -> None:
+    """A runtime writing the KV cache in place, or skip_compute, gives a node a NodeCost of its own: that node is
+    placed on its own even though its signature's first node is another."""
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(parse_model(_CHAIN).SerializeToString())
+    costed = cost(bind(str(path)))
+    node_costs = list(costed.node_costs)
+    node_costs[2] = replace(node_costs[2], cost=replace(node_costs[2].cost, bytes_read=1.0))
+    changed = replace(costed, node_costs=tuple(node_costs))
+    placed, inverse = shared_rows(changed)
+    assert placed.tolist() == [0, 1, 2, 3] and inverse is None
+    analysis = place(fuse(changed, "none"), load_platform("xavier"))
+    assert analysis.nodes[2].bytes_read == 1.0 and analysis.nodes[1].latency_s != analysis.nodes[2].latency_s
+
+
+@pytest.mark.parametrize(
+    ("sample", "dims", "platform", "runtime", "plan"),
+    [
+        ("tiny_transformer.onnx", {"batch": 1, "seq": 64}, "a100", "torch-cuda", WhatIf()),
+        ("tiny_cnn.onnx", {"batch": 2}, "xavier", None, WhatIf.of(densities={"weight": 0.5}, skip_compute=True)),
+        (
+            "llm/genai_llama_int4/model.onnx",
+            {
+                "batch_size": 1,
+                "sequence_length": 1,
+                "total_sequence_length": 65,
+                "past_sequence_length": 64,
+                "kv_cache_dim": 64,
+            },
+            "h100",
+            "ort-genai-cuda",
+            WhatIf(),
+        ),
+    ],
+)
+def test_shared_figures_equal_each_nodes_own(
+    sample: str, dims: dict[str, int], platform: str, runtime: str | None, plan: WhatIf
+) -> None:
+    """Every node's figures, placed once per distinct node, equal those of every node placed on its own (no
+    signature known: ``firsts`` empty), under a runtime with efficiency factors, skip_compute with a density, and
+    a runtime writing the KV cache in place."""
+    target = load_platform(platform)
+    costed = cost(bind(str(SAMPLES / sample), dims, None, plan), target)
+    fused = fuse(costed, "none" if runtime is None else "tensorrt")
+    shared = place(fused, target, None, runtime)
+    alone = place(replace(fused, costed=replace(costed, firsts=())), target, None, runtime)
+    assert len(shared_rows(costed)[0]) < len(costed.node_costs)  # some nodes share
+    _same_figures(shared.nodes.figures, alone.nodes.figures)
+    assert shared.nodes.precision.tolist() == alone.nodes.precision.tolist()
+    assert shared.totals == alone.totals
