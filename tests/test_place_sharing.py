@@ -10,9 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import parse_model
+from hypothesis import given
+from hypothesis import strategies as st
 
 from onnxroof.analysis.analyze import place, shared_rows
 from onnxroof.analysis.stages import bind, cost, fuse
+from onnxroof.analysis.totals import repeated_sum
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
@@ -121,3 +124,34 @@ def test_shared_figures_equal_each_nodes_own(
     _same_figures(shared.nodes.figures, alone.nodes.figures)
     assert shared.nodes.precision.tolist() == alone.nodes.precision.tolist()
     assert shared.totals == alone.totals
+    assert shared.op_types == alone.op_types
+
+
+def test_repeated_sum_closed_form() -> None:
+    assert repeated_sum([3, 5], [2, 4]) == 26 and isinstance(repeated_sum([3, 5], [2, 4]), int)
+    assert repeated_sum([3, 5.0], [2, 4]) == 26.0 and isinstance(repeated_sum([3, 5.0], [2, 4]), float)
+    assert repeated_sum([0.5], [2]) is None  # a fraction: the row-order sum decides
+    assert repeated_sum([float("nan")], [1]) is None and repeated_sum([float("inf")], [1]) is None
+    assert repeated_sum([2.0**52], [2]) is None  # 2**53 and beyond: a partial sum may round
+    assert repeated_sum([2.0**52, 1.0], [1, 1]) == 2.0**52 + 1
+    assert repeated_sum([], []) == 0
+
+
+_NUMBERS = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.integers(-(2**40), 2**40).map(float),
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.sampled_from([float("nan"), float("inf"), 2.0**60, 0.5]),
+)
+
+
+@given(st.lists(st.tuples(_NUMBERS, st.integers(0, 50)), max_size=12), st.randoms())
+def test_repeated_sum_is_the_sum_in_any_row_order(pairs: list[tuple[float, int]], rng: object) -> None:
+    """Whenever it answers, it is Python's sum of the column in any order, to the bit and the type."""
+    values, counts = [v for v, _ in pairs], [c for _, c in pairs]
+    column = [v for v, c in pairs for _ in range(c)]
+    rng.shuffle(column)  # type: ignore[attr-defined]
+    got = repeated_sum(values, counts)
+    if got is not None:
+        expected = sum(column)
+        assert got == expected and type(got) is type(expected)

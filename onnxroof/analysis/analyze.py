@@ -17,10 +17,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 import onnx
 
-from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable, TableLevel
+from onnxroof.analysis.results import ModelSummary, NodeResult, NodeTable, Rows, TableLevel
 from onnxroof.analysis.runtime_use import RuntimeUse, apply_runtime, node_classes
 from onnxroof.analysis.stages import (
     CostedModel,
@@ -265,10 +264,6 @@ def place(
     )
 
 
-Rows = npt.NDArray[np.intp]
-"""Row numbers (a column)."""
-
-
 def _place_nodes(
     fused: FusedModel,
     target: Platform,
@@ -302,9 +297,10 @@ def _place_nodes(
         runtime_class=None if classes is None else classes[placed],
     )
     figures = place_rows(work, target, model, runtime)
-    if inverse is not None:
-        figures, precision = figures.take(inverse), precision[inverse]
-    return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
+    if inverse is None:
+        return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures)
+    figures, precision = figures.take(inverse), precision[inverse]
+    return NodeTable(ops, node_costs, costs, precision, costed.compute_density, figures, (placed, inverse))
 
 
 def shared_rows(costed: CostedModel, classes: Objects | None = None) -> tuple[Rows, Rows | None]:

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from onnxroof.core.cost import Cost
 from onnxroof.core.ir import OpView, TensorInfo
 from onnxroof.core.node_cost import NodeCost
@@ -80,6 +83,10 @@ class NodeResult(Placed):
         return fields
 
 
+Rows = npt.NDArray[np.intp]
+"""Row numbers (a column)."""
+
+
 class TableLevel(StrEnum):
     """Which table a data export writes: one row per node (as the graph holds them) or per kernel (as the
     runtime launches them: the kernels' ``latency_s`` sum to the predicted latency)."""
@@ -100,11 +107,22 @@ class NodeTable(RowTable[NodeResult]):
     precision: Objects
     compute_density: tuple[float, ...]
     figures: Figures
+    shared: tuple[Rows, Rows] | None = None
+    """The nodes placed and each node's row among them (:func:`onnxroof.analysis.analyze.shared_rows`): a node
+    shares its NodeCost and figures with its row's node. None: every node was placed on its own."""
 
     VIEW = NodeResult
 
     def __len__(self) -> int:
         return len(self.ops)
+
+    def distinct(self) -> tuple[list[int], list[int]]:
+        """The distinct nodes (the rows placed, in order) and how many nodes share each: what sums over the
+        nodes read, each distinct node once with its count."""
+        if self.shared is None:
+            return list(range(len(self))), [1] * len(self)
+        placed, inverse = self.shared
+        return placed.tolist(), np.bincount(inverse, minlength=len(placed)).tolist()
 
     @property
     def latency_s(self) -> Floats:

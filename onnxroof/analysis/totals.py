@@ -4,19 +4,23 @@ utilization) and the time per op type. Pure functions of node and kernel results
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
 from types import MappingProxyType
 
 import numpy as np
+import numpy.typing as npt
 
 from onnxroof.analysis.liveness import PeakMemory
 from onnxroof.analysis.results import NodeTable
+from onnxroof.core.cost import Cost
 from onnxroof.core.states import NodeState
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.kernels import Bounds, KernelTable, fused_bounds, memory_bound_share
+
+Bools = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,21 +93,29 @@ def build_totals(
     (``ModelScan.stored_weight_bytes``, :func:`onnxroof.load.checks.scan_model`), kept beside ``weight_bytes`` =
     Σ bytes of ``weights``, what the bound graph reads. Sums run in row order over the figures as placed."""
     fused = fused_bounds(kernels)
-    node_states = list(map(attrgetter("state"), nodes.node_costs))
-    running = [state == NodeState.COSTED for state in node_states]
-    costs = list(compress(nodes.costs, running))
-    flops = sum(map(attrgetter("flops"), costs))
+    rows, counts = nodes.distinct()
+    node_costs = [nodes.node_costs[row] for row in rows]
+    running = [node_cost.state == NodeState.COSTED for node_cost in node_costs]
+    ran = _Ran(
+        list(compress(map(nodes.costs.__getitem__, rows), running)),
+        list(compress(counts, running)),
+        nodes.costs,
+        np.asarray(running, dtype=bool) if nodes.shared is None else np.asarray(running)[nodes.shared[1]],
+    )
+    flops = ran.total("flops")
     figures = kernels.figures
     layout = kernels.layout
     layout_latency = sum(compress(figures.latency_s.tolist(), layout))
-    states = Counter(node_states)
+    states: Counter[NodeState] = Counter()
+    for node_cost, count in zip(node_costs, counts, strict=True):
+        states[node_cost.state] += count
     return Totals(
         flops=flops,
-        macs=sum(map(attrgetter("macs"), costs)),
+        macs=ran.total("macs"),
         params=float(sum(numel for numel, _ in weights.values())),
         weight_bytes=float(sum(nbytes for _, nbytes in weights.values())),
-        bytes_read=sum(map(attrgetter("bytes_read"), costs)),
-        bytes_written=sum(map(attrgetter("bytes_written"), costs)),
+        bytes_read=ran.total("bytes_read"),
+        bytes_written=ran.total("bytes_written"),
         latency_s=fused.latency_s + graph_launch_s,
         compute_time_s=sum(figures.t_compute_s.tolist()),
         memory_time_s=sum(figures.t_memory_s.tolist()),
@@ -114,11 +126,7 @@ def build_totals(
         nodes=len(nodes),
         kernels=len(kernels),
         states=MappingProxyType({state: states.get(state, 0) for state in NodeState}),
-        unfused=Bounds(
-            flops,
-            sum(map(attrgetter("bytes"), costs)),
-            sum(compress(nodes.figures.latency_s.tolist(), running)),
-        ),
+        unfused=Bounds(flops, ran.total("bytes"), sum(nodes.figures.latency_s[ran.running].tolist())),
         fused=fused,
         ideal=Bounds(
             sum(map(attrgetter("flops"), kernels.costs)),
@@ -132,6 +140,44 @@ def build_totals(
         array_utilization=array_utilization(kernels, platform),
         weight_bytes_stored=weight_bytes_stored,
     )
+
+
+def repeated_sum(values: Sequence[float], counts: Sequence[int]) -> float | None:
+    """``Σ counts[k] · values[k]``, the sum of a column in which ``values[k]`` appears ``counts[k]`` times, when
+    it equals the column's sum in row order, whatever that order: every value an integer (an int, or a float
+    without a fraction) and ``Σ counts[k] · |values[k]| < 2**53``, so that every partial sum is an integer a float
+    holds exactly. Then the sum is an int when every value counted is one, else a float, as Python's ``sum`` in
+    row order gives it. None otherwise (the caller sums in row order)."""
+    total, magnitude, floating = 0, 0, False
+    for value, count in zip(values, counts, strict=True):
+        if not count:
+            continue
+        if isinstance(value, float):
+            if not value.is_integer():  # a fraction, NaN or an infinity
+                return None
+            floating = True
+        whole = int(value)
+        total += whole * count
+        magnitude += abs(whole) * count
+    if magnitude >= 2**53:
+        return None
+    return float(total) if floating else total
+
+
+class _Ran:
+    """The costs of the nodes that ran (state costed), each distinct cost once with how many nodes share it
+    (:meth:`~onnxroof.analysis.results.NodeTable.distinct`), summed per figure through :func:`repeated_sum`, else
+    in row order over every node's cost (``every``) where it ran (``running``, per node)."""
+
+    def __init__(self, costs: list[Cost], counts: list[int], every: Sequence[Cost], running: Bools) -> None:
+        self.costs, self.counts, self.every, self.running = costs, counts, every, running
+
+    def total(self, figure: str) -> float:
+        read = attrgetter(figure)
+        exact = repeated_sum(list(map(read, self.costs)), self.counts)
+        if exact is not None:
+            return exact
+        return sum(map(read, compress(self.every, self.running.tolist())))
 
 
 def energy_totals(kernels: KernelTable, latency: float) -> dict[str, float | None]:
@@ -167,7 +213,54 @@ def op_type_rows(
 ) -> tuple[OpTypeRow, ...]:
     """Per op type: node counts, FLOPs, bytes and params summed over its nodes (unfused); time = the predicted
     time of the kernels anchored on nodes of that type (a Conv+BN+Relu kernel counts as Conv time), so the
-    shares add up to the fused estimate. ``anchors``: each kernel's anchor node (its row in ``nodes``)."""
+    shares add up to the fused estimate. ``anchors``: each kernel's anchor node (its row in ``nodes``).
+
+    The sums read each distinct node once with its count (:meth:`~onnxroof.analysis.results.NodeTable.distinct`;
+    the nodes sharing a row are of its op type), through :func:`repeated_sum`, else in row order over the type's
+    nodes (:func:`_members_by_type`)."""
+    ops, costs = nodes.ops, nodes.costs
+    rows, counts = nodes.distinct()
+    groups: dict[tuple[str, str], tuple[list[Cost], list[int]]] = {}  # each type in order of its first node
+    for row, count in zip(rows, counts, strict=True):
+        op = ops[row]
+        group = groups.get((op.domain, op.op_type)) or groups.setdefault((op.domain, op.op_type), ([], []))
+        group[0].append(costs[row])
+        group[1].append(count)
+    members: dict[tuple[str, str], list[Cost]] = {}  # every node's cost by type, in row order: made if needed
+
+    def total(key: tuple[str, str], figure: str) -> float:
+        read = attrgetter(figure)
+        exact = repeated_sum(list(map(read, groups[key][0])), groups[key][1])
+        if exact is not None:
+            return exact
+        if not members:
+            members.update(_members_by_type(nodes))
+        return sum(map(read, members[key]))
+
+    kernel_time: dict[tuple[str, str], float] = {}
+    for row, latency in zip(anchors.tolist(), kernels.figures.latency_s.tolist(), strict=True):
+        anchor = nodes.ops[row]
+        key = (anchor.domain, anchor.op_type)
+        kernel_time[key] = kernel_time.get(key, 0.0) + latency
+    rows_by_type = [
+        OpTypeRow(
+            op_type=op_type,
+            domain=domain,
+            count=sum(group[1]),
+            flops=total((domain, op_type), "flops"),
+            macs=total((domain, op_type), "macs"),
+            bytes=total((domain, op_type), "bytes"),
+            params=total((domain, op_type), "params"),
+            latency_s=kernel_time.get((domain, op_type), 0.0),
+            share=kernel_time.get((domain, op_type), 0.0) / total_latency if total_latency > 0 else 0.0,
+        )
+        for (domain, op_type), group in groups.items()
+    ]
+    return tuple(sorted(rows_by_type, key=lambda row: (-row.latency_s, -row.count, row.op_type)))
+
+
+def _members_by_type(nodes: NodeTable) -> dict[tuple[str, str], list[Cost]]:
+    """Every node's cost by (domain, op type), in row order within each type."""
     ops = nodes.ops
 
     def keys() -> Iterator[tuple[str, str]]:  # (domain, op type) per node, made as read: no list of a pair a node
@@ -178,24 +271,4 @@ def op_type_rows(
     order = np.argsort(codes, kind="stable")  # rows grouped by type, in row order within each
     bounds = np.searchsorted(codes[order], np.arange(len(number) + 1))
     costs = nodes.costs
-    groups = {key: [costs[row] for row in order[bounds[i] : bounds[i + 1]].tolist()] for key, i in number.items()}
-    kernel_time: dict[tuple[str, str], float] = {}
-    for row, latency in zip(anchors.tolist(), kernels.figures.latency_s.tolist(), strict=True):
-        anchor = nodes.ops[row]
-        key = (anchor.domain, anchor.op_type)
-        kernel_time[key] = kernel_time.get(key, 0.0) + latency
-    rows = [
-        OpTypeRow(
-            op_type=op_type,
-            domain=domain,
-            count=len(members),
-            flops=sum(map(attrgetter("flops"), members)),
-            macs=sum(map(attrgetter("macs"), members)),
-            bytes=sum(map(attrgetter("bytes"), members)),
-            params=sum(map(attrgetter("params"), members)),
-            latency_s=kernel_time.get((domain, op_type), 0.0),
-            share=kernel_time.get((domain, op_type), 0.0) / total_latency if total_latency > 0 else 0.0,
-        )
-        for (domain, op_type), members in groups.items()
-    ]
-    return tuple(sorted(rows, key=lambda row: (-row.latency_s, -row.count, row.op_type)))
+    return {key: [costs[row] for row in order[bounds[i] : bounds[i + 1]].tolist()] for key, i in number.items()}
