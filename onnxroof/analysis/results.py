@@ -30,8 +30,15 @@ class Shapes(Field):
         self.tensors = tensors
 
     def read(self, table: Any, row: int) -> tuple[list[int | None] | None, ...]:
-        tensors: tuple[TensorInfo | None, ...] = getattr(table.ops[row], self.tensors)
-        return tuple([None if t is None or t.shape is None else list(t.shape) for t in tensors])
+        return _shapes(getattr(table.ops[row], self.tensors))
+
+    def column(self, table: Any, start: int, stop: int) -> list[Any]:
+        name = self.tensors
+        return [_shapes(getattr(op, name)) for op in table.ops[start:stop]]
+
+
+def _shapes(tensors: tuple[TensorInfo | None, ...]) -> tuple[list[int | None] | None, ...]:
+    return tuple([None if t is None or t.shape is None else list(t.shape) for t in tensors])
 
 
 class NodeResult(Placed):
