@@ -80,14 +80,16 @@ def kernel_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
     return analysis.kernels.records(fix=finite_column)
 
 
-def node_columns(analysis: Analysis) -> Iterator[dict[str, list[Any]]]:
-    """:func:`node_records` as runs of columns (:meth:`~onnxroof.roofline.rows.RowTable.column_chunks`)."""
-    return analysis.nodes.column_chunks(fix=finite_column, fields=NODE_FIELDS)
+def node_columns(analysis: Analysis, lists: bool = True) -> Iterator[dict[str, list[Any]]]:
+    """:func:`node_records` as runs of columns (:meth:`~onnxroof.roofline.rows.RowTable.column_chunks`; with
+    ``lists=False`` sequences may be tuples)."""
+    return analysis.nodes.column_chunks(fix=finite_column, fields=NODE_FIELDS, lists=lists)
 
 
-def kernel_columns(analysis: Analysis) -> Iterator[dict[str, list[Any]]]:
-    """:func:`kernel_records` as runs of columns (:meth:`~onnxroof.roofline.rows.RowTable.column_chunks`)."""
-    return analysis.kernels.column_chunks(fix=finite_column)
+def kernel_columns(analysis: Analysis, lists: bool = True) -> Iterator[dict[str, list[Any]]]:
+    """:func:`kernel_records` as runs of columns (:meth:`~onnxroof.roofline.rows.RowTable.column_chunks`; with
+    ``lists=False`` sequences may be tuples)."""
+    return analysis.kernels.column_chunks(fix=finite_column, lists=lists)
 
 
 def platform_dict(analysis: Analysis) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from onnxroof.core.cost import Cost
-from onnxroof.core.ir import OpView, TensorInfo
+from onnxroof.core.ir import OpView
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.roofline.kernels import COST_FIELDS, Placed
 from onnxroof.roofline.place import FIGURES, Figures, Floats, Objects
@@ -22,23 +22,22 @@ def shape_list(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
 
 
 class Shapes(Field):
-    """The shapes of a node's inputs or outputs (``tensors``), one list per tensor (None: absent, or rank
-    unknown), read from the row's op (``table.ops[row].<tensors>``)."""
+    """The shapes of a node's inputs or outputs (``tensors``), one per tensor (None: absent, or rank unknown),
+    read from the row's op (``table.ops[row].<tensors>``): a view gives each shape as a list; a column gives
+    the IR's tuples (:meth:`NodeResult.plain_columns` makes them lists)."""
 
     def __init__(self, tensors: str) -> None:
         super().__init__()
         self.tensors = tensors
 
     def read(self, table: Any, row: int) -> tuple[list[int | None] | None, ...]:
-        return _shapes(getattr(table.ops[row], self.tensors))
+        return tuple(
+            [None if t is None or t.shape is None else list(t.shape) for t in getattr(table.ops[row], self.tensors)]
+        )
 
     def column(self, table: Any, start: int, stop: int) -> list[Any]:
         name = self.tensors
-        return [_shapes(getattr(op, name)) for op in table.ops[start:stop]]
-
-
-def _shapes(tensors: tuple[TensorInfo | None, ...]) -> tuple[list[int | None] | None, ...]:
-    return tuple([None if t is None or t.shape is None else list(t.shape) for t in tensors])
+        return [tuple([None if t is None else t.shape for t in getattr(op, name)]) for op in table.ops[start:stop]]
 
 
 class NodeResult(Placed):
@@ -84,11 +83,11 @@ class NodeResult(Placed):
     output_shapes = Shapes("outputs")
 
     @classmethod
-    def plain_columns(cls, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        """Shapes as lists."""
+    def plain_columns(cls, columns: dict[str, list[Any]], lists: bool = True) -> dict[str, list[Any]]:
+        """Shapes as lists of lists (with ``lists``)."""
         for name in ("input_shapes", "output_shapes"):
-            if name in columns:
-                columns[name] = [list(shapes) for shapes in columns[name]]
+            if lists and name in columns:
+                columns[name] = [[None if s is None else list(s) for s in shapes] for shapes in columns[name]]
         return columns
 
 

@@ -44,8 +44,8 @@ def json_chunks(analysis: Analysis) -> Iterator[str]:
     the result columns: a file written from these never holds the whole document (a million-node report is
     ~0.8 GB of text, and its node dicts would be another GB)."""
     document = to_dict(analysis, lazy=True)
-    document["nodes"] = EncodedItems(json_items(node_columns(analysis)))
-    document["kernels"] = EncodedItems(json_items(kernel_columns(analysis)))
+    document["nodes"] = EncodedItems(json_items(node_columns(analysis, lists=False)))
+    document["kernels"] = EncodedItems(json_items(kernel_columns(analysis, lists=False)))
     return document_chunks(document)
 
 
@@ -72,13 +72,17 @@ def json_texts(values: list[Any]) -> list[str]:
     written once: figures repeat down a column (a decoder's layers are alike: on a 7B-shaped graph, 83 k node
     values hold 5.7 k distinct ones), and writing a float is most of an encoder's time.
 
-    Values are told apart by value in a column of one type, by value and type in a mixed one (``1``, ``1.0``
-    and ``True`` are equal keys but written differently), by ``repr`` where they are no keys (lists); a column
-    holding a negative zero (an equal key to 0.0, written ``-0.0``) is written value by value. Text is
-    escaped as it is."""
+    Floats are told apart by their 64 bits (``np.unique`` over them; 0.0 and -0.0 differ), other values by
+    value in a column of one type, by value and type in a mixed one (``1``, ``1.0`` and ``True`` are equal
+    keys but written differently), by ``repr`` where they are no keys (lists); a mixed column holding a
+    negative zero (an equal key to 0.0, written ``-0.0``) is written value by value. Text is escaped as it is."""
     kinds = set(map(type, values))
     if all(issubclass(kind, str) for kind in kinds):
         return list(map(encode_basestring, values))
+    if kinds == {float}:
+        distinct, inverse = np.unique(np.asarray(values, dtype=np.float64).view(np.int64), return_inverse=True)
+        texts = np.array([_COMPACT.encode(value) for value in distinct.view(np.float64).tolist()], dtype=object)
+        return texts[inverse].tolist()
     keys: list[Any] = values if len(kinds) == 1 else list(zip(values, map(type, values), strict=True))
     try:
         first = dict(zip(keys, values, strict=True))

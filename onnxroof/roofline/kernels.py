@@ -101,13 +101,13 @@ class KernelResult(Placed):
         return pattern_text(self.patterns)
 
     @classmethod
-    def plain_columns(cls, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        """``patterns`` as the ``pattern`` text (in its place), member lists as lists."""
+    def plain_columns(cls, columns: dict[str, list[Any]], lists: bool = True) -> dict[str, list[Any]]:
+        """``patterns`` as the ``pattern`` text (in its place), member lists as lists (with ``lists``)."""
         plain: dict[str, list[Any]] = {}
         for name, values in columns.items():
             if name == "patterns":
                 plain["pattern"] = [pattern_text(patterns) for patterns in values]
-            elif name in _MEMBER_LISTS:
+            elif lists and name in _MEMBER_LISTS:
                 plain[name] = [list(members) for members in values]
             else:
                 plain[name] = values

@@ -121,10 +121,12 @@ class RowView:
         return {name: values[0] for name, values in columns.items()}
 
     @classmethod
-    def plain_columns(cls, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    def plain_columns(cls, columns: dict[str, list[Any]], lists: bool = True) -> dict[str, list[Any]]:
         """Columns of fields (each a list with one value per row, in ``FIELDS`` order, or a subset of them) with
-        each value as :meth:`to_dict` gives it (subclasses turn tuples into lists, patterns into text...), a
-        column at a time."""
+        each value as :meth:`to_dict` gives it (subclasses turn patterns into text, tuples into lists...), a
+        column at a time. ``lists=False`` leaves sequences as the table holds them, tuples included: for a
+        writer to whom a tuple and a list are the same (JSON), and which can then tell equal ones apart by
+        hashing them."""
         return columns
 
     def __eq__(self, other: object) -> bool:
@@ -182,13 +184,15 @@ class RowTable(Sequence[View]):
         chunk: int = 4096,
         fix: Callable[[list[Any]], list[Any]] | None = None,
         fields: Sequence[str] | None = None,
+        lists: bool = True,
     ) -> Iterator[dict[str, list[Any]]]:
         """The rows' fields as plain columns, ``chunk`` rows at a time: for each run of rows, a dict from field
         name to the list of those rows' values, as :meth:`RowView.to_dict` gives them (the view's
         :meth:`RowView.plain_columns`). Each column is read at once, without a view and a descriptor call per
         field and row, and no more than ``chunk`` rows' values are held at once. ``fix``, when given, maps each
         column's values before they are made plain (e.g. non-finite floats to None, once per column rather
-        than per value); ``fields``: which fields, in that order (default: the view's ``FIELDS``)."""
+        than per value); ``fields``: which fields, in that order (default: the view's ``FIELDS``); ``lists``: as
+        :meth:`RowView.plain_columns` takes it."""
         view = self.VIEW
         names = view.FIELDS if fields is None else tuple(fields)
         for start in range(0, len(self), chunk):
@@ -196,7 +200,7 @@ class RowTable(Sequence[View]):
             columns = {name: _column(view, name, self, start, stop) for name in names}
             if fix is not None:
                 columns = {name: fix(values) for name, values in columns.items()}
-            yield view.plain_columns(columns)
+            yield view.plain_columns(columns, lists)
 
     def records(
         self,
