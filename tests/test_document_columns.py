@@ -51,3 +51,16 @@ def test_node_and_kernel_records_match_the_row_views():
     kernels = list(kernel_records(analysis))
     assert len(kernels) == len(analysis.kernels)
     assert kernels[0].keys() == analysis.kernels[0].to_dict().keys()
+
+
+def test_finite_column_settles_sums_that_overflow_and_huge_ints_value_by_value():
+    big = [1e308, 1e308]  # their sum is inf, yet each is finite
+    assert finite_column(big) is big
+    huge = [10**400, 1.0]  # no float sum: the values decide
+    assert finite_column(huge) is huge
+    assert finite_column([10**400, math.inf]) == [10**400, None]
+
+
+def test_finite_column_keeps_columns_without_floats_as_they_are():
+    values = ["a", None, [1.0, math.inf]]  # a list holding inf is no float value of the column
+    assert finite_column(values) is values

@@ -53,7 +53,18 @@ NODE_FIELDS = (
 
 def finite_column(values: list[Any]) -> list[Any]:
     """``values`` with every non-finite float (an intensity with no bytes moved) as None, the JSON ``null``;
-    the list itself when there is none (a NumPy float64 is a ``float`` too)."""
+    the list itself when there is none (a NumPy float64 is a ``float`` too).
+
+    Most columns are settled without a test per value: one whose values sum to a finite number holds no
+    non-finite float (an inf or NaN anywhere makes the sum inf or NaN), and one that cannot be summed (text,
+    None, lists) needs no change unless a float is among its value types. The rest (a sum that overflows or
+    is not finite, floats beside text or None) are checked value by value."""
+    try:
+        if isfinite(sum(values)):
+            return values
+    except (TypeError, OverflowError):
+        if not any(issubclass(kind, float) for kind in set(map(type, values))):
+            return values
     if any(isinstance(value, float) and not isfinite(value) for value in values):
         return [None if isinstance(value, float) and not isfinite(value) else value for value in values]
     return values
@@ -67,6 +78,18 @@ def node_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
 def kernel_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
     """Each kernel's fields as the JSON document gives them (non-finite figures as None), in order."""
     return analysis.kernels.records(fix=finite_column)
+
+
+def node_columns(analysis: Analysis, lists: bool = True) -> Iterator[dict[str, list[Any]]]:
+    """:func:`node_records` as runs of columns (:meth:`~onnxroof.roofline.rows.RowTable.column_chunks`; with
+    ``lists=False`` sequences may be tuples)."""
+    return analysis.nodes.column_chunks(fix=finite_column, fields=NODE_FIELDS, lists=lists)
+
+
+def kernel_columns(analysis: Analysis, lists: bool = True) -> Iterator[dict[str, list[Any]]]:
+    """:func:`kernel_records` as runs of columns (:meth:`~onnxroof.roofline.rows.RowTable.column_chunks`; with
+    ``lists=False`` sequences may be tuples)."""
+    return analysis.kernels.column_chunks(fix=finite_column, lists=lists)
 
 
 def platform_dict(analysis: Analysis) -> dict[str, Any]:

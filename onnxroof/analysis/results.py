@@ -12,11 +12,11 @@ import numpy as np
 import numpy.typing as npt
 
 from onnxroof.core.cost import Cost
-from onnxroof.core.ir import OpView, TensorInfo
+from onnxroof.core.ir import OpView
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.roofline.kernels import COST_FIELDS, Placed
 from onnxroof.roofline.place import FIGURES, Figures, Floats, Objects
-from onnxroof.roofline.rows import Column, ItemField, RowTable
+from onnxroof.roofline.rows import Column, Field, ItemField, RowTable
 
 
 def shape_list(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
@@ -24,8 +24,23 @@ def shape_list(shape: tuple[int | None, ...] | None) -> list[int | None] | None:
     return None if shape is None else list(shape)
 
 
-def _shapes(tensors: tuple[TensorInfo | None, ...]) -> tuple[list[int | None] | None, ...]:
-    return tuple(None if t is None else shape_list(t.shape) for t in tensors)
+class Shapes(Field):
+    """The shapes of a node's inputs or outputs (``tensors``), one per tensor (None: absent, or rank unknown),
+    read from the row's op (``table.ops[row].<tensors>``): a view gives each shape as a list; a column gives
+    the IR's tuples (:meth:`NodeResult.plain_columns` makes them lists)."""
+
+    def __init__(self, tensors: str) -> None:
+        super().__init__()
+        self.tensors = tensors
+
+    def read(self, table: Any, row: int) -> tuple[list[int | None] | None, ...]:
+        return tuple(
+            [None if t is None or t.shape is None else list(t.shape) for t in getattr(table.ops[row], self.tensors)]
+        )
+
+    def column(self, table: Any, start: int, stop: int) -> list[Any]:
+        name = self.tensors
+        return [tuple([None if t is None else t.shape for t in getattr(op, name)]) for op in table.ops[start:stop]]
 
 
 class NodeResult(Placed):
@@ -67,20 +82,16 @@ class NodeResult(Placed):
         *FIGURES,
     )
 
-    @property
-    def input_shapes(self) -> tuple[list[int | None] | None, ...]:
-        return _shapes(self._table.ops[self._row].inputs)
-
-    @property
-    def output_shapes(self) -> tuple[list[int | None] | None, ...]:
-        return _shapes(self._table.ops[self._row].outputs)
+    input_shapes = Shapes("inputs")
+    output_shapes = Shapes("outputs")
 
     @classmethod
-    def plain_record(cls, fields: dict[str, Any]) -> dict[str, Any]:
-        """Shapes as lists."""
-        fields["input_shapes"] = list(fields["input_shapes"])
-        fields["output_shapes"] = list(fields["output_shapes"])
-        return fields
+    def plain_columns(cls, columns: dict[str, list[Any]], lists: bool = True) -> dict[str, list[Any]]:
+        """Shapes as lists of lists (with ``lists``)."""
+        for name in ("input_shapes", "output_shapes"):
+            if lists and name in columns:
+                columns[name] = [[None if s is None else list(s) for s in shapes] for shapes in columns[name]]
+        return columns
 
 
 Rows = npt.NDArray[np.intp]

@@ -101,13 +101,20 @@ class KernelResult(Placed):
         return pattern_text(self.patterns)
 
     @classmethod
-    def plain_record(cls, fields: dict[str, Any]) -> dict[str, Any]:
-        """``patterns`` as the ``pattern`` text, member lists as lists."""
-        data = {("pattern" if name == "patterns" else name): value for name, value in fields.items()}
-        data["pattern"] = pattern_text(fields["patterns"])
-        for name in ("node_ids", "op_types", "folded_nodes"):
-            data[name] = list(data[name])
-        return data
+    def plain_columns(cls, columns: dict[str, list[Any]], lists: bool = True) -> dict[str, list[Any]]:
+        """``patterns`` as the ``pattern`` text (in its place), member lists as lists (with ``lists``)."""
+        plain: dict[str, list[Any]] = {}
+        for name, values in columns.items():
+            if name == "patterns":
+                plain["pattern"] = [pattern_text(patterns) for patterns in values]
+            elif lists and name in _MEMBER_LISTS:
+                plain[name] = [list(members) for members in values]
+            else:
+                plain[name] = values
+        return plain
+
+
+_MEMBER_LISTS = frozenset(("node_ids", "op_types", "folded_nodes"))
 
 
 @dataclass(frozen=True, eq=False)

@@ -117,13 +117,17 @@ class RowView:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data."""
-        return self.plain_record(self._plain())
+        columns = self.plain_columns({name: [value] for name, value in self._plain().items()})
+        return {name: values[0] for name, values in columns.items()}
 
     @classmethod
-    def plain_record(cls, fields: dict[str, Any]) -> dict[str, Any]:
-        """The fields of one row (``FIELDS`` order) as :meth:`to_dict` gives them (subclasses turn tuples into
-        lists, patterns into text...)."""
-        return fields
+    def plain_columns(cls, columns: dict[str, list[Any]], lists: bool = True) -> dict[str, list[Any]]:
+        """Columns of fields (each a list with one value per row, in ``FIELDS`` order, or a subset of them) with
+        each value as :meth:`to_dict` gives it (subclasses turn patterns into text, tuples into lists...), a
+        column at a time. ``lists=False`` leaves sequences as the table holds them, tuples included: for a
+        writer to whom a tuple and a list are the same (JSON), and which can then tell equal ones apart by
+        hashing them."""
+        return columns
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -175,26 +179,41 @@ class RowTable(Sequence[View]):
     def __iter__(self) -> Iterator[View]:
         return (self._view(i) for i in range(len(self)))
 
+    def column_chunks(
+        self,
+        chunk: int = 4096,
+        fix: Callable[[list[Any]], list[Any]] | None = None,
+        fields: Sequence[str] | None = None,
+        lists: bool = True,
+    ) -> Iterator[dict[str, list[Any]]]:
+        """The rows' fields as plain columns, ``chunk`` rows at a time: for each run of rows, a dict from field
+        name to the list of those rows' values, as :meth:`RowView.to_dict` gives them (the view's
+        :meth:`RowView.plain_columns`). Each column is read at once, without a view and a descriptor call per
+        field and row, and no more than ``chunk`` rows' values are held at once. ``fix``, when given, maps each
+        column's values before they are made plain (e.g. non-finite floats to None, once per column rather
+        than per value); ``fields``: which fields, in that order (default: the view's ``FIELDS``); ``lists``: as
+        :meth:`RowView.plain_columns` takes it."""
+        view = self.VIEW
+        names = view.FIELDS if fields is None else tuple(fields)
+        for start in range(0, len(self), chunk):
+            stop = min(start + chunk, len(self))
+            columns = {name: _column(view, name, self, start, stop) for name in names}
+            if fix is not None:
+                columns = {name: fix(values) for name, values in columns.items()}
+            yield view.plain_columns(columns, lists)
+
     def records(
         self,
         chunk: int = 4096,
         fix: Callable[[list[Any]], list[Any]] | None = None,
         fields: Sequence[str] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Every row's fields as a dict (the view's :meth:`RowView.to_dict`), read a column at a time over ``chunk``
-        rows: what a renderer of all rows reads, without a view and a descriptor call per field and row, and
-        without holding more than ``chunk`` rows' values at once. ``fix``, when given, maps each column's values
-        before the rows are made (e.g. non-finite floats to None, once per column rather than per value);
-        ``fields``: which fields, in that order (default: the view's ``FIELDS``)."""
-        view = self.VIEW
-        names = view.FIELDS if fields is None else tuple(fields)
-        for start in range(0, len(self), chunk):
-            stop = min(start + chunk, len(self))
-            columns = [_column(view, name, self, start, stop) for name in names]
-            if fix is not None:
-                columns = [fix(values) for values in columns]
-            for row in zip(*columns, strict=True):
-                yield view.plain_record(dict(zip(names, row, strict=True)))
+        """Every row's fields as a dict (the view's :meth:`RowView.to_dict`), made from :meth:`column_chunks`
+        (same arguments): what a renderer of all rows reads."""
+        for columns in self.column_chunks(chunk, fix, fields):
+            names = tuple(columns)
+            for row in zip(*columns.values(), strict=True):
+                yield dict(zip(names, row, strict=True))
 
     def _view(self, row: int) -> View:
         return self.VIEW(self, row)  # type: ignore[return-value]  # VIEW is the subclass's View
