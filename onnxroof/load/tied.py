@@ -22,8 +22,8 @@ import math
 import os
 import random
 from collections.abc import Callable
-from pathlib import Path
 from io import FileIO
+from pathlib import Path
 
 import numpy as np
 import onnx
