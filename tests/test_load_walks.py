@@ -229,3 +229,28 @@ def test_the_scan_tells_whether_a_node_holds_an_attribute_and_binding_reads_them
     assert bound.ops[2].attrs["axis"] == 0
     blind = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops, attributes=False)
     assert blind.ops[2].attrs["axis"] == -1  # Softmax-13's default: the attribute was not read
+
+
+def test_the_checkers_copy_walks_the_other_graphs_only_when_they_hold_external_tensors(monkeypatch) -> None:
+    """Every external tensor is made inline or an input in the checker's copy; the walk over every graph's nodes
+    and attributes runs only when the main graph's initializers are not all of them (scan.external counts all)."""
+    from onnxroof.load import checks
+
+    nested = _nested_model()
+    copy = checks._without_external_initializers(nested, scan_model(nested))
+    assert list(checks._external_tensors(copy)) == [] and len(list(checks._external_tensors(nested))) == 5
+    assert [v.name for v in copy.graph.input][-1:] == ["W"]  # the main graph's external initializer became an input
+
+    main_only = _nested_model()
+    main_only.graph.ClearField("node")
+    walks: list[int] = []
+
+    def counted(model: onnx.ModelProto):
+        walks.append(1)
+        return _external_tensors(model)
+
+    monkeypatch.setattr(checks, "_external_tensors", counted)
+    copy = checks._without_external_initializers(main_only, scan_model(main_only))
+    assert walks == [] and [v.name for v in copy.graph.input][-1:] == ["W"] and not copy.graph.initializer
+    checks._without_external_initializers(nested, scan_model(nested))
+    assert walks == [1]

@@ -255,7 +255,8 @@ def _without_external_initializers(model: onnx.ModelProto, scan: ModelScan) -> o
     become typed graph inputs (their dims kept); external tensors elsewhere (subgraph initializers,
     ``Constant`` values) become empty inline tensors of the same name and type — the checker does not infer
     shapes, so nothing else changes. Everything else is checked as is. ``scan``: the model's
-    :func:`scan_model`; without external tensors the model itself is returned (no copy).
+    :func:`scan_model`; without external tensors the model itself is returned (no copy), and when the main
+    graph's initializers are all of them (``scan.external`` counts every graph's), no other graph is walked.
     """
     if not scan.external:
         return model
@@ -271,8 +272,9 @@ def _without_external_initializers(model: onnx.ModelProto, scan: ModelScan) -> o
     del copy.graph.initializer[:]
     copy.graph.initializer.extend(kept)
     copy.graph.input.extend(new_inputs)
-    for tensor in _external_tensors(copy):  # the remaining ones: in subgraphs and Constant attributes
-        tensor.CopyFrom(helper.make_tensor(tensor.name, tensor.data_type, [0], []))
+    if len(external) < len(scan.external):  # some remain, in subgraphs and Constant attributes: walk to them
+        for tensor in _external_tensors(copy):
+            tensor.CopyFrom(helper.make_tensor(tensor.name, tensor.data_type, [0], []))
     if copy.ir_version < 4:
         copy.ir_version = 4
     return copy
