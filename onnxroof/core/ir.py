@@ -34,12 +34,11 @@ from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.index import GraphIndex, IndexBuilder, build_dag
 from onnxroof.core.protos import (
     TypesSeen,
+    attributes_and_bodies,
     default_attributes,
     known_type_facts,
-    node_attributes,
     normalize_domain,
     subgraph_outer_inputs,
-    subgraphs_of,
     topological_order,
     type_facts,
 )
@@ -274,7 +273,8 @@ def build_graph_ir(
         kind = kinds.get(key) or kinds.setdefault(key, _op_kind(*key, opsets, view_ops, restate))
         op_type = kind.op_type
         if attributes and len(node.attribute):
-            subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, kind.opset))
+            attributes_read, bodies_read = attributes_and_bodies(node, kind.defaults)
+            subgraphs, attrs = _frozen(bodies_read), _frozen(attributes_read)
         else:  # most nodes: the schema's defaults, one shared read-only view per op type
             subgraphs, attrs = _EMPTY, kind.defaults
         names = node.input
@@ -381,11 +381,11 @@ def _inputs(names: Sequence[str], tensors: Mapping[str, TensorInfo]) -> tuple[Te
     return tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
 
 
-@dataclass(frozen=True, slots=True)
-class _OpKind:
+class _OpKind(NamedTuple):
     """What every node of one op type shares (:func:`_op_kind`): op type and normalized domain (interned), opset,
     the schema's default attributes, whether it is a view, whether it is DequantizeLinear (:func:`_stored_size`),
-    and whether its outputs are kept as inferred (neither restated nor DequantizeLinear's)."""
+    and whether its outputs are kept as inferred (neither restated nor DequantizeLinear's). Private, made once per
+    op type and read field by field: a named tuple, cheaper to define at import than a frozen dataclass."""
 
     op_type: str
     domain: str
