@@ -254,3 +254,19 @@ def test_the_checkers_copy_walks_the_other_graphs_only_when_they_hold_external_t
     assert walks == [] and [v.name for v in copy.graph.input][-1:] == ["W"] and not copy.graph.initializer
     checks._without_external_initializers(nested, scan_model(nested))
     assert walks == [1]
+
+
+def test_the_prefilter_finds_an_initializer_key_plain_or_padded_before_a_long_length() -> None:
+    """The prefilter's patterns (load.lean._LARGE_INITIALIZER): the key of GraphProto.initializer (field 5, wire
+    type 2) as one byte 0x2a or padded (0xaa 0x80... 0x00), then a length of three varint bytes or more (a message
+    over PAYLOAD_THRESHOLD = 64 KiB: 65,537 is 0x81 0x80 0x04); a two-byte length (at most 16,383) is no match."""
+    from onnxroof.load.lean import _LARGE_INITIALIZER, _encode_varint
+
+    def found(data: bytes) -> bool:
+        return any(pattern.search(data) is not None for pattern in _LARGE_INITIALIZER)
+
+    length = _encode_varint(PAYLOAD_THRESHOLD + 1)
+    assert length == b"\x81\x80\x04"
+    assert found(b"abc\x2a" + length) and found(b"\xaa\x80\x80\x00" + length) and found(b"\xaa\x00" + length)
+    assert not found(b"abc\x2a\xff\x7f") and not found(b"\xaa\x80\x80\x00\xff\x7f")
+    assert not found(b"\xaa\x80\x01" + length)  # not a varint of 0x2a
