@@ -267,6 +267,7 @@ def build_graph_ir(
     kinds: dict[tuple[str, str], _OpKind] = {}  # (op_type, domain) as the file spells them -> their facts
     seen: TypesSeen = {}
     before: tuple[TensorInfo | None, ...] = ()  # the outputs of the node before
+    activation = Role.ACTIVATION  # a local: reading an enum member off its class is a slow lookup on Python 3.11
     for index in order:
         node = nodes[index]
         key = (node.op_type, node.domain)
@@ -284,14 +285,14 @@ def build_graph_ir(
         else:
             inputs = _inputs(names, tensors)
         first = inputs[0] if inputs else None
-        if first is not None and first.role is Role.ACTIVATION and op_type not in _OWN_ROLE_OPS:
-            role = Role.ACTIVATION  # what _output_role gives any op reading an activation (most ops)
+        if first is not None and first.role is activation and op_type not in _OWN_ROLE_OPS:
+            role = activation  # what _output_role gives any op reading an activation (most ops)
         else:
             role = _output_role(op_type, kind.domain, inputs, subgraphs)
         outputs = node.output
-        simple = len(outputs) == 1 and kind.as_inferred and outputs[0]
-        if simple:  # most nodes: one output, kept as inferred
-            output = outputs[0]
+        output = outputs[0] if len(outputs) == 1 else ""
+        simple = kind.as_inferred and output
+        if simple:  # most nodes: one output (named), kept as inferred
             shape, dtype, itemsize = known_type_facts(value_types.get(output), seen)
             info = tensors[output] = TensorInfo(output, shape, dtype, itemsize, role)
             before = (info,)
