@@ -134,3 +134,4 @@ def test_holds_data_tells_a_hole_from_data_and_the_end_of_the_file(tmp_path: Pat
         assert _holds_data(handle, 0, (1 << 20) + 1)  # reaches the data
         assert _holds_data(handle, 1 << 20, 16)
         assert not _holds_data(handle, (1 << 20) + 8192, 16)  # past the end: nothing to read
+        assert _holds_data(handle, 1 << 64, 16)  # an offset lseek cannot take: left to the reads, no error
