@@ -10,6 +10,7 @@ import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import onnx
 from onnx import TensorProto, helper
@@ -32,9 +33,10 @@ def _external_tensors(model: onnx.ModelProto):
                     yield attr.t
 
 
-@dataclass(frozen=True)
-class ModelScan:
-    """What the loader's checks need from every graph of a model, found in one walk (:func:`scan_model`).
+class ModelScan(NamedTuple):
+    """What the loader's checks need from every graph of a model, found in one walk (:func:`scan_model`). A named
+    tuple: made once per read, only its fields are read (never compared, hashed or printed), and it is cheaper to
+    define at import than a frozen dataclass.
 
     ``external``: the tensors holding external data (initializers and ``Constant``-style tensor attributes), in the
     order :func:`_external_tensors` yields them; ``unregistered``: :func:`unregistered_nodes`, in the same order.
