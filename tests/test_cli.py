@@ -733,6 +733,25 @@ def test_json_without_warnings_loads_no_terminal_or_page_machinery(args: list[st
     assert json.loads(done.stdout)
 
 
+def test_report_of_a_model_without_bodies_or_unruled_ops_imports_neither_control_flow_nor_function_costing() -> None:
+    """`report` of the CNN (no If/Loop/Scan, every op ruled) imports neither the costing of bodies nor that of ONNX
+    function bodies (each imported by the branch of cost_node that needs it), nor networkx (the DAG is built only
+    when asked for) nor ONNX's reference evaluator (small-constant folding only), nor the contrib shape functions
+    (the shape fallback only)."""
+    lazy = (
+        "onnxroof.costing.control_flow",
+        "onnxroof.costing.function",
+        "onnxroof.load.contrib_shapes",
+        "networkx",
+        "onnx.reference",
+    )
+    args = ["report", str(CNN), "-p", "a100", "--dim", "batch=1", "--format", "json"]
+    done = _run_and_list(args, f"sorted(m for m in {lazy!r} if m in sys.modules)")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert json.loads(done.stdout)["nodes"]
+
+
 @pytest.mark.parametrize("flag", ["-V", "--version"])
 def test_the_version_flag_imports_no_command(flag: str) -> None:
     """`onnxroof -V` prints the version and exits 0 from a process that imported no command module (nor the

@@ -229,3 +229,44 @@ def test_the_scan_tells_whether_a_node_holds_an_attribute_and_binding_reads_them
     assert bound.ops[2].attrs["axis"] == 0
     blind = build_ir(loaded.model, loaded.value_types, view_ops=REGISTRY.view_ops, attributes=False)
     assert blind.ops[2].attrs["axis"] == -1  # Softmax-13's default: the attribute was not read
+
+
+def test_the_checkers_copy_walks_the_other_graphs_only_when_they_hold_external_tensors(monkeypatch) -> None:
+    """Every external tensor is made inline or an input in the checker's copy; the walk over every graph's nodes
+    and attributes runs only when the main graph's initializers are not all of them (scan.external counts all)."""
+    from onnxroof.load import checks
+
+    nested = _nested_model()
+    copy = checks._without_external_initializers(nested, scan_model(nested))
+    assert list(checks._external_tensors(copy)) == [] and len(list(checks._external_tensors(nested))) == 5
+    assert [v.name for v in copy.graph.input][-1:] == ["W"]  # the main graph's external initializer became an input
+
+    main_only = _nested_model()
+    main_only.graph.ClearField("node")
+    walks: list[int] = []
+
+    def counted(model: onnx.ModelProto):
+        walks.append(1)
+        return _external_tensors(model)
+
+    monkeypatch.setattr(checks, "_external_tensors", counted)
+    copy = checks._without_external_initializers(main_only, scan_model(main_only))
+    assert walks == [] and [v.name for v in copy.graph.input][-1:] == ["W"] and not copy.graph.initializer
+    checks._without_external_initializers(nested, scan_model(nested))
+    assert walks == [1]
+
+
+def test_the_prefilter_finds_an_initializer_key_plain_or_padded_before_a_long_length() -> None:
+    """The prefilter's patterns (load.lean._LARGE_INITIALIZER): the key of GraphProto.initializer (field 5, wire
+    type 2) as one byte 0x2a or padded (0xaa 0x80... 0x00), then a length of three varint bytes or more (a message
+    over PAYLOAD_THRESHOLD = 64 KiB: 65,537 is 0x81 0x80 0x04); a two-byte length (at most 16,383) is no match."""
+    from onnxroof.load.lean import _LARGE_INITIALIZER, _encode_varint
+
+    def found(data: bytes) -> bool:
+        return any(pattern.search(data) is not None for pattern in _LARGE_INITIALIZER)
+
+    length = _encode_varint(PAYLOAD_THRESHOLD + 1)
+    assert length == b"\x81\x80\x04"
+    assert found(b"abc\x2a" + length) and found(b"\xaa\x80\x80\x00" + length) and found(b"\xaa\x00" + length)
+    assert not found(b"abc\x2a\xff\x7f") and not found(b"\xaa\x80\x80\x00\xff\x7f")
+    assert not found(b"\xaa\x80\x01" + length)  # not a varint of 0x2a

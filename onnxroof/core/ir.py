@@ -34,12 +34,11 @@ from onnxroof.core.errors import ShapeUnknown
 from onnxroof.core.index import GraphIndex, IndexBuilder, build_dag
 from onnxroof.core.protos import (
     TypesSeen,
+    attributes_and_bodies,
     default_attributes,
     known_type_facts,
-    node_attributes,
     normalize_domain,
     subgraph_outer_inputs,
-    subgraphs_of,
     topological_order,
     type_facts,
 )
@@ -268,13 +267,15 @@ def build_graph_ir(
     kinds: dict[tuple[str, str], _OpKind] = {}  # (op_type, domain) as the file spells them -> their facts
     seen: TypesSeen = {}
     before: tuple[TensorInfo | None, ...] = ()  # the outputs of the node before
+    activation = Role.ACTIVATION  # a local: reading an enum member off its class is a slow lookup on Python 3.11
     for index in order:
         node = nodes[index]
         key = (node.op_type, node.domain)
         kind = kinds.get(key) or kinds.setdefault(key, _op_kind(*key, opsets, view_ops, restate))
         op_type = kind.op_type
         if attributes and len(node.attribute):
-            subgraphs, attrs = _frozen(subgraphs_of(node)), _frozen(node_attributes(node, kind.opset))
+            attributes_read, bodies_read = attributes_and_bodies(node, kind.defaults)
+            subgraphs, attrs = _frozen(bodies_read), _frozen(attributes_read)
         else:  # most nodes: the schema's defaults, one shared read-only view per op type
             subgraphs, attrs = _EMPTY, kind.defaults
         names = node.input
@@ -284,14 +285,14 @@ def build_graph_ir(
         else:
             inputs = _inputs(names, tensors)
         first = inputs[0] if inputs else None
-        if first is not None and first.role is Role.ACTIVATION and op_type not in _OWN_ROLE_OPS:
-            role = Role.ACTIVATION  # what _output_role gives any op reading an activation (most ops)
+        if first is not None and first.role is activation and op_type not in _OWN_ROLE_OPS:
+            role = activation  # what _output_role gives any op reading an activation (most ops)
         else:
             role = _output_role(op_type, kind.domain, inputs, subgraphs)
         outputs = node.output
-        simple = len(outputs) == 1 and kind.as_inferred and outputs[0]
-        if simple:  # most nodes: one output, kept as inferred
-            output = outputs[0]
+        output = outputs[0] if len(outputs) == 1 else ""
+        simple = kind.as_inferred and output
+        if simple:  # most nodes: one output (named), kept as inferred
             shape, dtype, itemsize = known_type_facts(value_types.get(output), seen)
             info = tensors[output] = TensorInfo(output, shape, dtype, itemsize, role)
             before = (info,)
@@ -385,7 +386,8 @@ def _inputs(names: Sequence[str], tensors: Mapping[str, TensorInfo]) -> tuple[Te
 class _OpKind:
     """What every node of one op type shares (:func:`_op_kind`): op type and normalized domain (interned), opset,
     the schema's default attributes, whether it is a view, whether it is DequantizeLinear (:func:`_stored_size`),
-    and whether its outputs are kept as inferred (neither restated nor DequantizeLinear's)."""
+    and whether its outputs are kept as inferred (neither restated nor DequantizeLinear's). A slotted dataclass, not
+    a named tuple: the IR builder reads its fields for every node, and a slot is read faster than a tuple field."""
 
     op_type: str
     domain: str

@@ -57,6 +57,28 @@ def node_attributes(node: onnx.NodeProto, opset: int) -> dict[str, Any]:
     return attrs
 
 
+def attributes_and_bodies(
+    node: onnx.NodeProto, defaults: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, onnx.GraphProto]]:
+    """:func:`node_attributes` and :func:`subgraphs_of` of ``node`` in one pass over its attributes; ``defaults``:
+    its schema's (:func:`default_attributes` of its op type, opset and normalized domain)."""
+    attrs = dict(defaults)
+    bodies: dict[str, onnx.GraphProto] = {}
+    for attr in node.attribute:
+        kind = attr.type
+        if kind == _GRAPH:
+            bodies[attr.name] = attr.g
+        elif kind == _GRAPHS:
+            for k, g in enumerate(attr.graphs):
+                bodies[f"{attr.name}[{k}]"] = g
+        else:
+            attrs[attr.name] = _attr_value(attr)
+    return attrs, bodies
+
+
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
+
+
 @functools.lru_cache(maxsize=4096)
 def default_attributes(op_type: str, opset: int, domain: str) -> Mapping[str, Any]:
     """The schema's default attributes of an op without attributes of its own, as one shared read-only view."""

@@ -19,8 +19,6 @@ from onnxroof.core.ir import CONTROL_FLOW_OPS, ModelIR, OpView, TensorInfo
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.core.registry import RuleEntry, evaluate_with_weights, weight_table
 from onnxroof.core.states import NodeState, OpClass, Role, RuleKind
-from onnxroof.costing.control_flow import cost_body, cost_control_flow
-from onnxroof.costing.function import expand_function
 from onnxroof.rules import REGISTRY
 
 #: Names exporters give the rotary-embedding tables (``model.rotary_emb.cos_cached``, ``cos_cache``,
@@ -200,6 +198,8 @@ def cost_node(
             return _NOT_FOLDED
         return _FOLDED
     if op.subgraphs and op.op_type in CONTROL_FLOW_OPS and op.op_type != "SequenceMap":
+        from onnxroof.costing.control_flow import cost_control_flow  # only models with bodies import it
+
         return cost_control_flow(op, scope, lambda inner, body: cost_node(inner, body, root_graph, cache), root_graph)
     entry = REGISTRY.lookup(op.domain, op.op_type)
     if entry is None:
@@ -363,6 +363,9 @@ def _computed_at_load(outputs: tuple[TensorInfo | None, ...]) -> bool:
 def _cost_function_body(op: OpView, scope: ModelIR, root_graph: onnx.GraphProto | None, cache: CostCache) -> NodeCost:
     """An op without a rule: through its ONNX function body when ONNX defines one (costing.function), else
     unsupported."""
+    from onnxroof.costing.control_flow import cost_body  # only ops without a rule import these
+    from onnxroof.costing.function import expand_function
+
     try:
         body = expand_function(op, scope)
     except (onnx.onnx_cpp2py_export.shape_inference.InferenceError, ValueError, TypeError):

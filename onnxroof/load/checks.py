@@ -10,6 +10,7 @@ import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import onnx
 from onnx import TensorProto, helper
@@ -32,9 +33,10 @@ def _external_tensors(model: onnx.ModelProto):
                     yield attr.t
 
 
-@dataclass(frozen=True)
-class ModelScan:
-    """What the loader's checks need from every graph of a model, found in one walk (:func:`scan_model`).
+class ModelScan(NamedTuple):
+    """What the loader's checks need from every graph of a model, found in one walk (:func:`scan_model`). A named
+    tuple: made once per read, only its fields are read (never compared, hashed or printed), and it is cheaper to
+    define at import than a frozen dataclass.
 
     ``external``: the tensors holding external data (initializers and ``Constant``-style tensor attributes), in the
     order :func:`_external_tensors` yields them; ``unregistered``: :func:`unregistered_nodes`, in the same order.
@@ -255,7 +257,8 @@ def _without_external_initializers(model: onnx.ModelProto, scan: ModelScan) -> o
     become typed graph inputs (their dims kept); external tensors elsewhere (subgraph initializers,
     ``Constant`` values) become empty inline tensors of the same name and type — the checker does not infer
     shapes, so nothing else changes. Everything else is checked as is. ``scan``: the model's
-    :func:`scan_model`; without external tensors the model itself is returned (no copy).
+    :func:`scan_model`; without external tensors the model itself is returned (no copy), and when the main
+    graph's initializers are all of them (``scan.external`` counts every graph's), no other graph is walked.
     """
     if not scan.external:
         return model
@@ -271,8 +274,9 @@ def _without_external_initializers(model: onnx.ModelProto, scan: ModelScan) -> o
     del copy.graph.initializer[:]
     copy.graph.initializer.extend(kept)
     copy.graph.input.extend(new_inputs)
-    for tensor in _external_tensors(copy):  # the remaining ones: in subgraphs and Constant attributes
-        tensor.CopyFrom(helper.make_tensor(tensor.name, tensor.data_type, [0], []))
+    if len(external) < len(scan.external):  # some remain, in subgraphs and Constant attributes: walk to them
+        for tensor in _external_tensors(copy):
+            tensor.CopyFrom(helper.make_tensor(tensor.name, tensor.data_type, [0], []))
     if copy.ir_version < 4:
         copy.ir_version = 4
     return copy

@@ -9,14 +9,16 @@ gets its outputs from it; shape-preserving ops copy their first input's shape an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxroof.core.contracts import DATA_TYPES
-from onnxroof.load.contrib_shapes import CONTRIB_SHAPES, Arg, contrib_output_shapes
+
+if TYPE_CHECKING:
+    from onnxroof.load.contrib_shapes import Arg
 
 SMALL_CONSTANT_LIMIT = 4096
 """Largest constant (in elements) the loader will materialise to help shape inference."""
@@ -131,7 +133,10 @@ def node_outputs(
     opsets: Sequence[onnx.OperatorSetIdProto],
     versions: Mapping[str, int],
 ) -> dict[str, onnx.TypeProto | None]:
-    """Output types of one node from its inputs (see the module docstring for the order tried)."""
+    """Output types of one node from its inputs (see the module docstring for the order tried). The contrib shape
+    functions are imported here: only models whose inference leaves outputs unshaped need them."""
+    from onnxroof.load.contrib_shapes import CONTRIB_SHAPES
+
     version = versions.get(domain)
     if not domain and version is not None and onnx.defs.has(node.op_type, version, ""):
         found = _onnx_outputs(node, version, types, known, opsets)
@@ -169,6 +174,8 @@ def _onnx_outputs(
 def _contrib_outputs(
     node: onnx.NodeProto, domain: str, types: TypeMap, known: Mapping[str, np.ndarray]
 ) -> dict[str, onnx.TypeProto | None]:
+    from onnxroof.load.contrib_shapes import contrib_output_shapes
+
     args = [_arg(n, types, known) for n in node.input]
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     found: dict[str, onnx.TypeProto | None] = {}
@@ -202,6 +209,8 @@ def _direct_outputs(
 
 
 def _arg(name: str, types: Mapping[str, onnx.TypeProto], known: Mapping[str, np.ndarray]) -> Arg:
+    from onnxroof.load.contrib_shapes import Arg
+
     type_proto = types.get(name) if name else None
     if type_proto is None or not type_proto.HasField("tensor_type"):
         return Arg(None)
