@@ -14,7 +14,7 @@ import math
 import operator
 from array import array
 from collections.abc import Callable, Mapping
-from itertools import islice, repeat
+from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
@@ -45,11 +45,10 @@ def alone_sizes(
 
     One column over the nodes: the candidates' output shapes, each distinct shape counted once."""
     g = state.g
-    elementwise = {(d, t) for d, by_type in g.types.items() for t, facts in by_type.items() if facts.elementwise}
-    wanted = map(elementwise.__contains__, map(attrgetter("domain", "op_type"), g.ir.ops))
+    types = g.types
     shapes = [
-        out[0].shape if costed and pointwise and out and out[0] is not None else None
-        for out, costed, pointwise in zip(outputs, g.costed_at, wanted, strict=True)
+        out[0].shape if costed and out and out[0] is not None and types[op.domain][op.op_type].elementwise else None
+        for op, out, costed in zip(g.ir.ops, outputs, g.costed_at, strict=True)
     ]
     numbered: dict[tuple[int | None, ...] | None, int] = {}
     for shape in dict.fromkeys(shapes):
@@ -117,25 +116,23 @@ class Blocks:
         ready last): taking it into ``p``'s block changes no decision. A chain of a million Relus is then one
         block, not a million visited one by one.
 
-        A node whose inputs are the outputs of the node before it, one tensor that it alone reads (a chain's usual
-        case: the IR shares that tuple between them, :func:`~onnxroof.core.ir.build_ir`), is told from the columns
-        in one pass (``outputs``: each node's); the other candidates are looked at one by one (:meth:`_run_of`)."""
+        The nodes of the size of the node before are found as a column; among them, a node whose inputs are the
+        outputs of the node before it (``outputs``: each node's), one tensor that it alone reads (a chain's usual
+        case: the IR shares that tuple between them, :func:`~onnxroof.core.ir.build_ir`), is told without looking
+        up its producer; the other candidates are looked at one by one (:meth:`_run_of`)."""
         g = state.g
         column = np.asarray(sizes)
         same = np.zeros(len(sizes), dtype=bool)  # pointwise, of the size of the node before
         same[1:] = (column[1:] >= 0) & (column[1:] == column[:-1])
         same[[g.position[node] for node in g.ir.bodies]] = False
-        inputs = map(attrgetter("inputs"), islice(g.ir.ops, 1, None))
-        consumers, readers = g.consumers.get, zip(islice(g.ids, 1, None))  # (node,): a tensor it alone reads
-        found = [-1]  # the first node follows none
-        found += [
-            at
-            if joins and reads is before and len(reads) == 1 and consumers(reads[0].name) == sole  # type: ignore[union-attr]  # the output of a pointwise unit
-            else -1
-            for at, (joins, reads, before, sole) in enumerate(
-                zip(same[1:].tolist(), inputs, outputs[:-1], readers, strict=True)
-            )
-        ]
+        ops, ids, consumers = g.ir.ops, g.ids, g.consumers.get
+        found = [-1] * len(sizes)
+        for i in np.flatnonzero(same).tolist():
+            before = outputs[i - 1]
+            if ops[i].inputs is before and len(before) == 1:
+                read = before[0].name  # type: ignore[union-attr]  # the output of a pointwise unit
+                if consumers(read) == (ids[i],):
+                    found[i] = i - 1
         others = np.flatnonzero((column >= 0) & (np.asarray(found) < 0)).tolist()
         for i in others:
             found[i] = self._run_of(i, sizes, state)
@@ -175,17 +172,17 @@ class Blocks:
         position, ids = state.g.position, state.g.ids
         extending = np.asarray(run_from) >= 0
         starts = ~extending
-        members = []  # the positions of each unit of several nodes, in node order
+        later, first = [], []  # the members of each unit of several nodes after its first, and that first
         for unit in dict.fromkeys(made.values()):
             if len(unit.nodes) > 1:
                 at = sorted(map(position.__getitem__, unit.nodes))
-                starts[at[1:]] = False
-                members.append(at)
+                later += at[1:]
+                first += [at[0]] * (len(at) - 1)
+        starts[later] = False
         firsts = np.flatnonzero(starts)
         numbers = np.full(len(run_from), -1, dtype=np.int64)
         numbers[firsts] = np.arange(len(firsts))
-        for at in members:
-            numbers[at] = numbers[at[0]]
+        numbers[later] = numbers[first]
         number_at = array("q", numbers.tobytes())
         self.runs: dict[int, list[Unit | str]] = {}
         for i in np.flatnonzero(extending).tolist():  # node order: a producer is numbered before its readers
@@ -206,39 +203,41 @@ class Blocks:
         ``view``, and gather its distinct producers (what its members read, in member order, then what their
         bodies read)."""
         g = state.g
-        ops, position, producer, types = g.ir.ops, g.position, g.producer, g.types
-        items, sizes, preds = self.items, self.size, self.preds
+        ops, position, producer, types, costed_at = g.ir.ops, g.position, g.producer, g.types, g.costed_at
+        tensors = g.ir.tensors
+        items, sizes, preds, view = self.items, self.size, self.preds, self.view
+        pred_start, pred_end = self.pred_start, self.pred_end
         seen = array("q", [-1]) * len(firsts)  # the block whose producers are being gathered, per block (dedup)
         for b, i in enumerate(firsts):
             op = ops[i]
             unit = made.get(i)
             members: list[OpView] | tuple[OpView] = (op,)
-            if unit is None and not g.costed_at[i]:  # no kernel member: a view, metadata, an uncosted node
-                items.append(op.id)
-                self.view[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
-            elif unit is not None and len(unit.nodes) > 1:
+            if unit is not None and len(unit.nodes) > 1:
                 items.append(unit)
                 sizes[b] = _unit_size(unit, state, size_number)
                 members = [g.ops[node] for node in unit.nodes]
+            elif unit is None and not costed_at[i]:  # no kernel member: a view, metadata, an uncosted node
+                items.append(op.id)
+                view[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
             else:
                 sizes[b] = alone[i]
                 if unit is None and alone[i] >= 0:  # a member alone that no unit can join stays an id (not made)
                     unit = state.unit_of[op.id]
                 items.append(op.id if unit is None else unit)
-            self.pred_start[b] = len(preds)
+            pred_start[b] = len(preds)
             for member in members:
-                reads = [t.name for t in member.inputs if t is not None]
-                if member.subgraphs:
-                    reads += implicit_reads(member)
-                for name in reads:
-                    p = producer.get(name)
+                reads = member.inputs
+                if member.subgraphs:  # and what its bodies read (a tensor produced here is one of ``tensors``)
+                    reads = (*reads, *map(tensors.get, implicit_reads(member)))
+                for t in reads:
+                    p = producer.get(t.name) if t is not None else None
                     if p is None:
                         continue
                     bp = number_at[position[p]]
                     if bp != b and seen[bp] != b:
                         seen[bp] = b
                         preds.append(bp)
-            self.pred_end[b] = len(preds)
+            pred_end[b] = len(preds)
 
     def units(self, b: int) -> list[Unit | str]:
         """The units of pointwise block ``b`` in node order: its unit, then those extending its run (each a unit of

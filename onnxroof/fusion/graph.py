@@ -85,7 +85,7 @@ class FusionGraph:
         return dict(zip(self.ids, self.ir.ops, strict=True))
 
     def op_type(self, node: str) -> OpTypeFacts:
-        op = self.ir.ops[self.position[node]]
+        op = self.ops[node]
         return self.types[op.domain][op.op_type]
 
     def type_at(self, position: int) -> OpTypeFacts:
@@ -216,7 +216,10 @@ class Units:
         """``node``'s unit (made now if it was not), None for a node that is no kernel member."""
         unit = self._made.get(node)
         if unit is None and self.costed(node):
-            unit = self._made[node] = Unit(node, self._graph.op_type(node).key, self.out_of(node))
+            op = self._graph.ir.ops[self._graph.position[node]]
+            first = op.output(0)
+            key = self._graph.types[op.domain][op.op_type].key
+            unit = self._made[node] = Unit(node, key, first.name if first is not None else None)
         return unit
 
     def __getitem__(self, node: str) -> Unit:
@@ -271,16 +274,24 @@ class Units:
         """Each unit once, in the order of its anchor: (the anchor's position, the unit or None for a costed node
         whose unit was never made: a kernel of that node alone, the positions of its members in node order).
 
-        As columns: the nodes alone are the costed positions less those of the made units' nodes; each made unit's
-        members are its nodes' positions, sorted (a unit holds exactly the nodes bound to it)."""
+        As columns: the nodes alone are the costed positions less those of the made units' nodes; the made nodes'
+        positions, sorted by unit and then by position, give each unit's members (a unit holds exactly the nodes
+        bound to it)."""
         g, made = self._graph, self._made
         position = g.position
+        at = np.fromiter(map(position.__getitem__, made), dtype=np.int64, count=len(made))
         alone = np.frombuffer(g.costed_at, dtype=np.uint8).astype(bool)
-        alone[np.fromiter(map(position.__getitem__, made), dtype=np.int64, count=len(made))] = False
+        alone[at] = False
         anchored: list[tuple[int, Unit | None, list[int]]] = [(i, None, [i]) for i in np.flatnonzero(alone).tolist()]
-        for unit in dict.fromkeys(made.values()):  # each unit once
-            at = position[unit.anchor]
-            anchored.append((at, unit, sorted(map(position.__getitem__, unit.nodes)) if len(unit.nodes) > 1 else [at]))
+        owners = list(made.values())
+        units = list(dict.fromkeys(owners))  # each unit once
+        number = {id(unit): k for k, unit in enumerate(units)}
+        owner = np.fromiter(map(number.__getitem__, map(id, owners)), dtype=np.int64, count=len(owners))
+        members = at[np.lexsort((at, owner))].tolist()
+        start = 0
+        for unit, end in zip(units, np.cumsum(np.bincount(owner, minlength=len(units))).tolist(), strict=True):
+            anchored.append((position[unit.anchor], unit, members[start:end]))
+            start = end
         anchored.sort(key=itemgetter(0))
         return anchored
 
