@@ -47,7 +47,7 @@ import functools
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -159,14 +159,12 @@ def _boundary_traffic(
 
     read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) that no member produces,
     over the charged inputs (:func:`_charged_inputs`), in member order; written = Σ bytes of member outputs that
-    :meth:`~onnxroof.fusion.graph.FusionGraph.escapes`. The members' tensors are gathered once, as columns: a
-    tensor a member produces is no read (nor a view's output: views are no members); every input is charged
-    when nothing is folded and no type has config inputs; an output whose direct readers are all members, that
-    no view aliases and that is no graph output stays inside without asking. Raises :class:`ShapeUnknown` when
-    a tensor's size is unknown."""
+    :meth:`~onnxroof.fusion.graph.FusionGraph.escapes` (a tensor read only by members answers without walking
+    its users). The members' tensors are gathered once, as columns: a tensor a member produces is no read (nor
+    a view's output: views are no members); every input is charged when nothing is folded and no type has
+    config inputs. Raises :class:`ShapeUnknown` when a tensor's size is unknown."""
     outputs = [t for t in chain.from_iterable(map(attrgetter("outputs"), ops)) if t is not None]
-    names = list(map(attrgetter("name"), outputs))
-    produced = set(names)
+    produced = {t.name for t in outputs}
     if folded or any(facts.entry is not None and facts.entry.config_inputs for facts in types.values()):
         inputs = chain.from_iterable(_charged_inputs(op, op.id in folded, g) for op in ops)
     else:
@@ -178,10 +176,7 @@ def _boundary_traffic(
         if name not in produced and name not in reads:
             reads[name] = t.nbytes
     members = set(nodes)
-    inside = map(members.issuperset, map(g.consumers.get, names, repeat(())))
-    exported, aliased = g.outputs, g.alias_children
-    asked = [t for t, kept in zip(outputs, inside, strict=True) if not kept or t.name in exported or t.name in aliased]
-    written = sum((t.nbytes for t in asked if g.escapes(t.name, members)), 0.0)
+    written = sum((t.nbytes for t in outputs if g.escapes(t.name, members)), 0.0)
     return sum(reads.values()), written
 
 

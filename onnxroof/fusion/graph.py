@@ -215,11 +215,14 @@ class Units:
     def get(self, node: str) -> Unit | None:
         """``node``'s unit (made now if it was not), None for a node that is no kernel member."""
         unit = self._made.get(node)
-        if unit is None and self.costed(node):
-            op = self._graph.ir.ops[self._graph.position[node]]
-            first = op.output(0)
-            key = self._graph.types[op.domain][op.op_type].key
-            unit = self._made[node] = Unit(node, key, first.name if first is not None else None)
+        if unit is None:
+            g = self._graph
+            at = g.position.get(node)
+            if at is not None and g.costed_at[at]:
+                op = g.ir.ops[at]
+                first = op.output(0)
+                key = g.types[op.domain][op.op_type].key
+                unit = self._made[node] = Unit(node, key, first.name if first is not None else None)
         return unit
 
     def __getitem__(self, node: str) -> Unit:
