@@ -8,6 +8,7 @@ import random
 import pytest
 from test_fusion import analysed, model
 
+import onnxroof.fusion.blocks as blocks
 import onnxroof.fusion.graph as graph
 import onnxroof.fusion.pointwise as pointwise
 from onnxroof.fusion.fuse import fuse
@@ -101,7 +102,7 @@ def test_runs_change_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> 
     for profile in ("tensorrt", "ort-cpu"):
         expected = fused(text, profile)
         with monkeypatch.context() as patched:
-            patched.setattr(pointwise._Blocks, "_run_of", lambda *args: -1)
+            patched.setattr(blocks.Blocks, "_run_producers", lambda self, state, sizes, outputs: [-1] * len(sizes))
             assert fused(text, profile) == expected
 
 
@@ -125,21 +126,43 @@ def test_a_chain_is_one_run() -> None:
 
 def test_random_graphs_have_runs() -> None:
     """The random graphs of :func:`test_runs_change_no_decision` take units into runs (a comparison with and
-    without runs over graphs that have none could not fail)."""
-    counted = 0
-    run_of = pointwise._Blocks._run_of
+    without runs over graphs that have none could not fail), through both the columns (a node reading the one
+    output of the node before) and the lookup one by one (any other producer)."""
+    counted, by_lookup = 0, 0
+    run_producers, run_of = blocks.Blocks._run_producers, blocks.Blocks._run_of
 
-    def spy(self: pointwise._Blocks, *args: object) -> int:
+    def spy(self: blocks.Blocks, *args: object) -> list[int]:
         nonlocal counted
+        found = run_producers(self, *args)  # type: ignore[arg-type]
+        counted += sum(p >= 0 for p in found)
+        return found
+
+    def spy_of(self: blocks.Blocks, *args: object) -> int:
+        nonlocal by_lookup
         found = run_of(self, *args)  # type: ignore[arg-type]
-        counted += found >= 0
+        by_lookup += found >= 0
         return found
 
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(pointwise._Blocks, "_run_of", spy)
+        patched.setattr(blocks.Blocks, "_run_producers", spy)
+        patched.setattr(blocks.Blocks, "_run_of", spy_of)
         for seed in range(40):
             fused(random_graph(seed), "tensorrt")
     assert counted >= 10
+    assert 0 < by_lookup < counted
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_run_columns_agree_with_the_lookup(seed: int) -> None:
+    """The run producers told from the columns (the node before) are those the lookup one by one finds for every
+    pointwise unit alone (``_run_of``), and -1 for every other node."""
+    ir, costs = analysed(random_graph(seed))
+    state = graph.PassState(graph.FusionGraph(ir, costs))
+    outputs = [op.outputs for op in ir.ops]
+    sizes = blocks.alone_sizes(state, {}, outputs, {})
+    made = object.__new__(blocks.Blocks)
+    found = made._run_producers(state, sizes, outputs)
+    assert found == [made._run_of(i, sizes, state) if size >= 0 else -1 for i, size in enumerate(sizes)]
 
 
 def test_a_chain_makes_one_unit(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -202,6 +202,24 @@ def test_without_preprocessing_the_batchnorms_stay_float_between_qdq_convs(tmp_p
     assert analysis.totals.params == expected  # the BatchNorm scales are int8 weights now, the same count
 
 
+def test_a_pointwise_kernel_around_a_qdq_unit_is_anchored_at_its_first_node(tmp_path) -> None:
+    """Without pre-processing, a residual Add's QDQ unit (DequantizeLinear, DequantizeLinear, Add,
+    QuantizeLinear) has DequantizeLinears that alone read a lone QuantizeLinear's output. Pointwise fusion joins
+    such a unit as a unit, never as one node of a run: the kernel holds each node once and is anchored at its
+    first node, like every pointwise kernel (it was anchored at the second branch's QuantizeLinear, the first
+    branch's group merged into that one's)."""
+    _, qdq = quantize_sample("tiny_cnn", tmp_path, preprocess=False)
+    fused = onnxroof.fuse(onnxroof.cost(onnxroof.bind(onnxroof.read(qdq), CNN_DIMS)), "tensorrt")
+    position = {op.id: i for i, op in enumerate(fused.costed.bound.ir.ops)}
+    pointwise = [k for k in fused.kernels if "pointwise" in k.patterns]
+    assert len(pointwise) >= 3
+    for kernel in pointwise:
+        at = [position[node] for node in kernel.node_ids]
+        assert at[0] == min(at) and len(set(at)) == len(at)
+    (residual,) = [k for k in pointwise if "qdq_add" in k.patterns and "layer2" in k.node_ids[0]]
+    assert residual.node_ids[0].endswith("/layer2/layer2.downsample/BatchNormalization_output_0_QuantizeLinear")
+
+
 # --------------------------------------------------------------------------------------- tiny_transformer
 
 

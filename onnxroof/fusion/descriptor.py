@@ -23,22 +23,23 @@ def describe(
     op_class: OpClass | None = None,
     dtype: str | None = None,
 ) -> KernelDescriptor:
-    """The descriptor of a kernel of ``ops`` (the anchor first) fused by ``patterns``: the efficiency class of the
-    op the runtime runs for it (:func:`~onnxroof.fusion.opclass.kernel_op_class`), the GEMM view and convolution
-    geometry of its first GEMM-like member (:func:`~onnxroof.core.gemm.array_gemm`,
+    """The descriptor of a kernel of ``ops`` (the anchor first, their op types ``op_types``) fused by ``patterns``:
+    the efficiency class of the op the runtime runs for it (:func:`~onnxroof.fusion.opclass.kernel_op_class`), the
+    GEMM view and convolution geometry of its first GEMM-like member (:func:`~onnxroof.core.gemm.array_gemm`,
     :func:`~onnxroof.core.descriptor.conv_geometry`), the anchor's element type, the weights its members read
     (each once, in member order), and the input dtypes and weight positions of the GEMM member (else the
     anchor). ``op_class`` and ``dtype``: the kernel's class and the anchor's dtype when the caller knows them (a
     node alone: the cost stage's class and descriptor of the node)."""
     anchor = ops[0]
     read = chain.from_iterable(map(attrgetter("inputs"), ops))
-    weights = dict.fromkeys(t.name for t in read if t is not None and t.role == Role.WEIGHT)
+    weights = dict.fromkeys([t.name for t in read if t is not None and t.role == Role.WEIGHT])
     member, gemm = anchor, None
-    for op in ops:
-        shape = array_gemm(op) if op.op_type in ARRAY_OPS else None  # the test first: most members are none
-        if shape is not None:
-            member, gemm = op, shape
-            break
+    if not ARRAY_OPS.isdisjoint(op_types):  # most kernels have no GEMM-like member
+        for op in ops:
+            shape = array_gemm(op) if op.op_type in ARRAY_OPS else None
+            if shape is not None:
+                member, gemm = op, shape
+                break
     inputs = member.inputs
     weight_inputs = tuple(i for i, t in enumerate(inputs) if t is not None and t.role == Role.WEIGHT)
     if op_class is None:

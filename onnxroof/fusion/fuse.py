@@ -120,13 +120,17 @@ def _kernel_cost(at: Sequence[int], nodes: list[str], folded: set[str], g: Fusio
     member's shape is unknown."""
     cost_at, ir_ops = g.cost_at, g.ir.ops
     costs: list[NodeCost] = list(map(cost_at.__getitem__, at))  # type: ignore[arg-type]  # members are costed
-    kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded] if folded else costs
-    flops, macs, params = _member_compute(kept)
     figures = list(map(attrgetter("cost"), costs))
+    if folded:
+        kept = [c for n, c in zip(nodes, costs, strict=True) if n not in folded]
+        flops, macs, params = _member_compute(kept, [c.cost for c in kept])
+    else:
+        flops, macs, params = _member_compute(costs, figures)
     sum_read = sum(map(attrgetter("bytes_read"), figures))
     sum_written = sum(map(attrgetter("bytes_written"), figures))
     ops = list(map(ir_ops.__getitem__, at))
-    types = {(op.domain, op.op_type): g.types[op.domain][op.op_type] for op in _distinct_types(ops)}
+    kinds = dict.fromkeys(map(attrgetter("domain", "op_type"), ops))  # each (domain, op type) once
+    types = {(domain, op_type): g.types[domain][op_type] for domain, op_type in kinds}
     try:
         outside_read, escaping = _boundary_traffic(nodes, ops, types, folded, g)
         bytes_read, bytes_written = min(outside_read, sum_read), min(escaping, sum_written)
@@ -136,22 +140,14 @@ def _kernel_cost(at: Sequence[int], nodes: list[str], folded: set[str], g: Fusio
     return cost, all(facts.elementwise for facts in types.values())
 
 
-def _distinct_types(ops: list[OpView]) -> list[OpView]:
-    """One op of each (domain, op type) among ``ops``."""
-    keys = zip(map(attrgetter("domain"), ops), map(attrgetter("op_type"), ops), strict=True)
-    return list(dict(zip(keys, ops, strict=True)).values())
-
-
-def _member_compute(kept: list[NodeCost]) -> tuple[float, float, float]:
-    """FLOPs = Σ FLOPs of ``kept`` (the non-folded members), MACs likewise, and params = elements of their
-    distinct weights (a weight two members read counts once)."""
-    figures = [c.cost for c in kept]
+def _member_compute(kept: list[NodeCost], figures: list[Cost]) -> tuple[float, float, float]:
+    """FLOPs = Σ FLOPs of ``kept`` (the non-folded members, whose costs are ``figures``), MACs likewise, and
+    params = elements of their distinct weights (a weight two members read counts once)."""
     flops = sum(map(attrgetter("flops"), figures))
     macs = sum(map(attrgetter("macs"), figures))
     weights: dict[str, tuple[float, float]] = {}
-    for c in kept:
-        if c.weights:
-            merge_weights(weights, c.weights)
+    for read in filter(None, map(attrgetter("weights"), kept)):
+        merge_weights(weights, read)
     return flops, macs, float(sum(numel for numel, _ in weights.values()))
 
 
@@ -164,9 +160,9 @@ def _boundary_traffic(
     read = Σ bytes of the distinct buffers (views resolved to the buffer they alias) that no member produces,
     over the charged inputs (:func:`_charged_inputs`), in member order; written = Σ bytes of member outputs that
     :meth:`~onnxroof.fusion.graph.FusionGraph.escapes` (a tensor read only by members answers without walking
-    its users). The members' tensors are gathered once, as two columns (a buffer a member produces is no read;
-    every input is charged when nothing is folded and no type has config inputs); raises :class:`ShapeUnknown`
-    when a tensor's size is unknown."""
+    its users). The members' tensors are gathered once, as columns: a tensor a member produces is no read (nor
+    a view's output: views are no members); every input is charged when nothing is folded and no type has
+    config inputs. Raises :class:`ShapeUnknown` when a tensor's size is unknown."""
     outputs = [t for t in chain.from_iterable(map(attrgetter("outputs"), ops)) if t is not None]
     produced = {t.name for t in outputs}
     if folded or any(facts.entry is not None and facts.entry.config_inputs for facts in types.values()):
@@ -175,12 +171,8 @@ def _boundary_traffic(
         inputs = chain.from_iterable(map(attrgetter("inputs"), ops))
     view_source, root = g.index.view_source, g.root
     reads: dict[str, float] = {}
-    for t in inputs:
-        if t is None:
-            continue
-        name = t.name
-        if name in view_source:
-            name = root(name)
+    for t in [t for t in inputs if t is not None and t.name not in produced]:
+        name = root(t.name) if t.name in view_source else t.name
         if name not in produced and name not in reads:
             reads[name] = t.nbytes
     members = set(nodes)

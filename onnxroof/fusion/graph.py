@@ -8,10 +8,13 @@ elementwise); :class:`Unit` is one kernel under construction; and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from itertools import islice
-from operator import attrgetter
+from itertools import islice, repeat
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
+
+import numpy as np
 
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.node_cost import NodeCost
@@ -23,6 +26,7 @@ from onnxroof.rules import REGISTRY
 #: shift, and a GPU compiler fuses a leftover Q or DQ into its elementwise neighbours.
 _ELEMENTWISE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 _PLAIN_DOMAINS = frozenset({"", "com.microsoft"})  # op keys without a domain prefix
+_COSTED = frozenset({NodeState.COSTED})
 
 # ------------------------------------------------------------------------------------ the graph context
 
@@ -39,7 +43,8 @@ class OpTypeFacts(NamedTuple):
 class FusionGraph:
     """Read-only lookups over the IR, built once per call.
 
-    Per node it keeps only ``ops`` (id → op) and ``position`` (id → topological index); what depends on the op
+    Per node it keeps only ``ids``, ``position`` (id → topological index) and ``ops`` (id → op, when first asked
+    for); what depends on the op
     type (rule entry, kind, elementwise) is kept once per type in ``types`` (:meth:`entry`, :meth:`kind`,
     :meth:`all_elementwise`); which nodes are costed is the node costs' own state.
     """
@@ -47,17 +52,17 @@ class FusionGraph:
     def __init__(self, ir: ModelIR, node_costs: Mapping[str, NodeCost] | Sequence[NodeCost]) -> None:
         self.ir = ir
         ids = list(map(attrgetter("id"), ir.ops))
-        self.ops: dict[str, OpView] = dict(zip(ids, ir.ops, strict=True))
+        self.ids: list[str] = ids
+        """Each node's id, by position."""
         self.position: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))
         column = list(map(node_costs.get, ids)) if isinstance(node_costs, Mapping) else node_costs
         self.cost_at: Sequence[NodeCost | None] = column
         """Each node's cost by position, None for a node without one (``node_costs`` by id, or already the column:
         the costs in node order)."""
-        costed = NodeState.COSTED
-        self.costed_at = bytes(c is not None and c.state == costed for c in self.cost_at)
+        self.costed_at = bytes(map(_COSTED.__contains__, map(getattr, column, repeat("state"), repeat(None))))
         """1 at the position of each costed node (a kernel member), 0 elsewhere."""
         self.types: dict[str, dict[str, OpTypeFacts]] = {}  # domain -> op_type -> facts
-        for domain, op_type in {(op.domain, op.op_type) for op in ir.ops}:
+        for domain, op_type in ir.op_kinds:  # the distinct (domain, op type) of the ops
             entry = REGISTRY.lookup(domain, op_type)
             elementwise = entry is not None and (entry.family == "elementwise" or op_type in _ELEMENTWISE_OPS)
             key = op_type if domain in _PLAIN_DOMAINS else f"{domain}::{op_type}"
@@ -72,6 +77,12 @@ class FusionGraph:
         self.alias_children: Mapping[str, tuple[str, ...]] = self.index.view_children
         self.outputs = frozenset(ir.graph_outputs)
         self._users: dict[str, tuple[tuple[str, ...], bool]] = {}
+
+    @functools.cached_property
+    def ops(self) -> dict[str, OpView]:
+        """Node id -> its op, built on first use (a chain fused by the pointwise pass alone reads ops by
+        position)."""
+        return dict(zip(self.ids, self.ir.ops, strict=True))
 
     def op_type(self, node: str) -> OpTypeFacts:
         op = self.ops[node]
@@ -204,8 +215,14 @@ class Units:
     def get(self, node: str) -> Unit | None:
         """``node``'s unit (made now if it was not), None for a node that is no kernel member."""
         unit = self._made.get(node)
-        if unit is None and self.costed(node):
-            unit = self._made[node] = Unit(node, self._graph.op_type(node).key, self.out_of(node))
+        if unit is None:
+            g = self._graph
+            at = g.position.get(node)
+            if at is not None and g.costed_at[at]:
+                op = g.ir.ops[at]
+                first = op.output(0)
+                key = g.types[op.domain][op.op_type].key
+                unit = self._made[node] = Unit(node, key, first.name if first is not None else None)
         return unit
 
     def __getitem__(self, node: str) -> Unit:
@@ -224,9 +241,15 @@ class Units:
     def __contains__(self, node: str) -> bool:
         return self.costed(node)
 
+    def made_at(self) -> dict[int, Unit]:
+        """The units made so far, by the position of each of their nodes."""
+        position = self._graph.position
+        return {position[node]: unit for node, unit in self._made.items()}
+
     def out_of(self, node: str) -> str | None:
         """The output of an untouched node's unit: the node's first output."""
-        first = self._graph.ops[node].output(0)
+        g = self._graph
+        first = g.ir.ops[g.position[node]].output(0)
         return first.name if first is not None else None
 
     def items(self) -> Iterator[tuple[str, Unit]]:
@@ -254,25 +277,25 @@ class Units:
         """Each unit once, in the order of its anchor: (the anchor's position, the unit or None for a costed node
         whose unit was never made: a kernel of that node alone, the positions of its members in node order).
 
-        One pass over the nodes finds each node's unit and hands out its position, so the members come in node
-        order without a lookup of their positions by id."""
-        made, costed_at = self._made, self._graph.costed_at
-        anchored: list[tuple[int, Unit | None, list[int]]] = []
-        members: dict[int, list[int]] = {}  # id of a unit of several nodes -> the positions of its members
-        for i, op in enumerate(self._graph.ir.ops):
-            node = op.id
-            unit = made.get(node)
-            if unit is None:
-                if costed_at[i]:
-                    anchored.append((i, None, [i]))
-            elif len(unit.nodes) == 1:
-                if unit.anchor == node:
-                    anchored.append((i, unit, [i]))
-            else:
-                at = members.setdefault(id(unit), [])
-                at.append(i)
-                if unit.anchor == node:
-                    anchored.append((i, unit, at))
+        As columns: the nodes alone are the costed positions less those of the made units' nodes; the made nodes'
+        positions, sorted by unit and then by position, give each unit's members (a unit holds exactly the nodes
+        bound to it)."""
+        g, made = self._graph, self._made
+        position = g.position
+        at = np.fromiter(map(position.__getitem__, made), dtype=np.int64, count=len(made))
+        alone = np.frombuffer(g.costed_at, dtype=np.uint8).astype(bool)
+        alone[at] = False
+        anchored: list[tuple[int, Unit | None, list[int]]] = [(i, None, [i]) for i in np.flatnonzero(alone).tolist()]
+        owners = list(made.values())
+        units = list(dict.fromkeys(owners))  # each unit once
+        number = {id(unit): k for k, unit in enumerate(units)}
+        owner = np.fromiter(map(number.__getitem__, map(id, owners)), dtype=np.int64, count=len(owners))
+        members = at[np.lexsort((at, owner))].tolist()
+        start = 0
+        for unit, end in zip(units, np.cumsum(np.bincount(owner, minlength=len(units))).tolist(), strict=True):
+            anchored.append((position[unit.anchor], unit, members[start:end]))
+            start = end
+        anchored.sort(key=itemgetter(0))
         return anchored
 
 

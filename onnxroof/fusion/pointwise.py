@@ -3,14 +3,13 @@
 Views are transparent here (a tensor read through a view is the same buffer); only kernels of equal element
 count join, and never so that the fused kernel would both feed and wait for another kernel (no cycle).
 
-The pass works on *blocks*: the units (kernels under construction) and every node that is no kernel member
-(views, metadata, uncosted nodes), numbered in node order, with their data edges in two adjacency arrays. A
-single-node pointwise unit whose one producer is a single-node pointwise unit of its element count, read by it
-alone, extends that unit's block as a *run* instead (:meth:`_Blocks._run_of`): it would join that group anyway.
-Blocks are visited in topological order; a block's ``dep`` is the bitset of the groups it transitively
-depends on. A unit joins a producer's group G only if no other producer (views resolved) depends on G:
-otherwise the fused kernel would both feed and wait for it. Each producer group's eligibility is read from
-prefix and suffix unions of the other groups' dependencies.
+The pass works on *blocks* (:mod:`onnxroof.fusion.blocks`): the units (kernels under construction) and every node
+that is no kernel member, numbered in node order, with their data edges; a single-node pointwise unit that would
+join its one producer's group in any case extends that unit's block as a *run* instead. Blocks are visited in
+topological order; a block's ``dep`` is the bitset of the groups it transitively depends on. A unit joins a
+producer's group G only if no other producer (views resolved) depends on G: otherwise the fused kernel would both
+feed and wait for it. Each producer group's eligibility is read from prefix and suffix unions of the other groups'
+dependencies.
 
 The bitsets stay small: only a group holding a pointwise unit can be asked about (the others get no bit), a
 block's ``dep`` is kept only while a successor is still to be visited, and when the bit positions handed out
@@ -23,20 +22,12 @@ still holds up to n bits per mask, as full bitsets would.)
 
 from __future__ import annotations
 
-import math
-import operator
 from array import array
-from collections.abc import Callable
+from itertools import chain
 
-import numpy as np
-
-from onnxroof.core.ir import OpView, implicit_reads
-from onnxroof.core.states import RuleKind
+from onnxroof.fusion.blocks import Blocks, zeros
 from onnxroof.fusion.graph import PassState, Unit
 from onnxroof.fusion.patterns import PointwisePattern
-
-#: A kernel under construction, or the id of a node that is no kernel member or a member no unit can join.
-Block = Unit | str
 
 #: Bit positions handed out beyond twice the live groups before the bits are renumbered.
 _SLACK = 64
@@ -44,7 +35,7 @@ _SLACK = 64
 
 def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
     """Merge neighbouring elementwise-only units of equal element count, never creating a cycle."""
-    blocks = _Blocks(state)
+    blocks = Blocks(state)
     if not blocks.mergeable():  # no two pointwise units of one element count
         return
     grouping = _Grouping(state, blocks)
@@ -52,7 +43,7 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
         return  # no fusion
     position = state.g.position
     for members in grouping.grouped.values():
-        units = [unit for b in sorted(members) for unit in blocks.units(b)]
+        units = list(chain.from_iterable(map(blocks.units, sorted(members))))
         if len(units) < 2:
             continue
         if len(members) > 1 and blocks.runs:  # in the order of their first node, as if every run were apart
@@ -62,252 +53,6 @@ def apply_pointwise(pattern: PointwisePattern, state: PassState) -> None:
         _merge(units, pattern, state)  # the head (first) unit's first node anchors the kernel
 
 
-def _zeros(count: int) -> array:
-    return array("q", bytes(8 * count))
-
-
-def _size_number(unit: Unit | None, op: OpView, state: PassState, size_number: dict[int, int]) -> int:
-    """The ``size`` of the block of ``unit`` (whose first node is ``op``; None: ``op``'s unit, never made, the node
-    alone): the number of its element count when it is pointwise (elementwise-only, nothing folded into it, its
-    output's shape static), numbered in ``size_number`` in order of first sight (a count may exceed 64 bits),
-    else -1."""
-    g = state.g
-    if unit is not None and (unit.folded or unit.out is None):
-        return -1
-    if unit is None or len(unit.nodes) == 1:  # one node: its output is the op's first (no lookup among tensors)
-        if not g.types[op.domain][op.op_type].elementwise:
-            return -1
-        t = op.outputs[0] if op.outputs else None
-    elif g.all_elementwise(unit.nodes):
-        t = g.ir.tensors.get(unit.out or "")
-    else:
-        return -1
-    shape = t.shape if t is not None else None
-    if shape is None or None in shape:
-        return -1
-    return size_number.setdefault(math.prod(shape), len(size_number))  # type: ignore[arg-type]  # no None: checked above
-
-
-class _Blocks:
-    """The blocks, numbered in the order of their first node, and their data edges (implicit reads by If/Loop
-    bodies included): each block's distinct producers ``preds[pred_start[b]:pred_end[b]]``, its successors
-    ``succs[succ_start[b]:succ_start[b + 1]]`` in block order.
-
-    ``size[b]``: the element count of a *pointwise* unit (elementwise-only, nothing folded into it, its
-    output's shape static) as a number, equal for equal counts (a count may not fit 64 bits), -1 for other
-    blocks (a unit of dynamic size joins no group and no unit joins it);
-    ``view[b]``: whether ``b`` is a view node.
-
-    One pass over the nodes numbers the blocks and finds the producers of single-node blocks (numbered already:
-    the nodes are in topological order); those of multi-node units and control-flow nodes come after it.
-    """
-
-    def __init__(self, state: PassState) -> None:
-        n = len(state.g.position)  # at most one block per node: the arrays are cut to the blocks afterwards
-        self.items: list[Block] = []
-        self.size = array("q", [-1]) * n
-        self.view = bytearray(n)
-        self.preds = array("q")
-        self.pred_start, self.pred_end = _zeros(n), _zeros(n)
-        self.runs: dict[int, list[str]] = {}  # block -> the nodes extending its run, in node order
-        number_at = array("q", [-1]) * n  # node position -> block number
-        seen = array("q", [-1]) * n  # the block whose producers are being gathered, per block (dedup)
-        later = self._number(state, number_at, seen)
-        count = len(self.items)
-        for cut in (self.size, self.view, self.pred_start, self.pred_end):
-            del cut[count:]
-        if later:
-            self._gather_later(later, state, number_at, seen)
-        del number_at, seen
-        self._link_successors(count)
-
-    def _number(self, state: PassState, number_at: array, seen: array) -> list[int]:
-        """Number the blocks in the order of their first node (``number_at``: node position -> block), set each
-        block's ``size`` and ``view``, and gather the producers of the single-node blocks whose producers are
-        numbered already (the nodes are in topological order). Returns the blocks whose producers are gathered
-        after the pass (:meth:`_gather_later`): multi-node units, control-flow nodes, and a node read from a unit
-        not numbered yet. The producer gathering stays inline: it runs for every node of the model."""
-        g = state.g
-        position, producer, types, unit_of = g.position, g.producer, g.types, state.unit_of
-        made, costed_at = unit_of.made, g.costed_at
-        items, sizes, views, preds = self.items, self.size, self.view, self.preds
-        pred_start, pred_end = self.pred_start, self.pred_end
-        size_number: dict[int, int] = {}  # element count -> its number, the value kept in ``size``
-        later: list[int] = []
-        b = -1
-        for i, op in enumerate(g.ir.ops):
-            if number_at[i] >= 0:
-                continue
-            b += 1
-            number_at[i] = b
-            unit = made(op.id)
-            if unit is None and not costed_at[i]:
-                items.append(op.id)
-                views[b] = types[op.domain][op.op_type].kind == RuleKind.VIEW
-            else:
-                sizes[b] = size = _size_number(unit, op, state, size_number)
-                run = self._run_of(op, i, size, number_at, state) if size >= 0 else -1
-                if run >= 0:  # b extends the run of its one producer: no block of its own
-                    sizes[b] = -1
-                    number_at[i] = run
-                    self.runs.setdefault(run, []).append(op.id)
-                    b -= 1
-                    continue
-                if unit is None and size >= 0:  # a member alone that no unit can join stays an id (unit not made)
-                    unit = unit_of[op.id]
-                items.append(op.id if unit is None else unit)
-                if unit is not None and len(unit.nodes) != 1:
-                    for node in unit.nodes:
-                        number_at[position[node]] = b
-                    later.append(b)
-                    continue
-            first = pred_start[b] = len(preds)
-            if not op.subgraphs:
-                for t in op.inputs:
-                    if t is None:
-                        continue
-                    p = producer.get(t.name)
-                    if p is None:
-                        continue
-                    bp = number_at[position[p]]
-                    if bp < 0:  # a producer not numbered yet: after the pass
-                        break
-                    if bp != b and seen[bp] != b:
-                        seen[bp] = b
-                        preds.append(bp)
-                else:
-                    pred_end[b] = len(preds)
-                    continue
-            del preds[first:]
-            later.append(b)
-        return later
-
-    def _run_of(self, op: OpView, i: int, size: int, number_at: array, state: PassState) -> int:
-        """The block whose run the single-node unit of ``op`` (the ``i``-th op, of pointwise ``size``) extends,
-        else -1.
-
-        A unit extends a run when its one producer node ``p`` is in a block of single-node units (a unit alone, or
-        a run), pointwise of the same element count, and every output of ``p`` is read by this op alone. The
-        grouping would put the op in ``p``'s group in any case (a block with one producer of its size joins it),
-        and visit it right after ``p`` (its only successor, made ready last): taking it into ``p``'s block
-        changes no decision. A chain of a million Relus is then one block, not a million visited one by one. An op
-        whose one input is the one output of the op before it (a chain's usual case) finds ``p`` without a lookup."""
-        ops = state.g.ir.ops
-        inputs, before = op.inputs, ops[i - 1].outputs if i else ()
-        follows = len(inputs) == 1 and len(before) == 1 and inputs[0] is not None and inputs[0] is before[0]
-        if op.subgraphs:
-            return -1
-        at = i - 1 if follows else self._producer_at(op, state)
-        if at < 0:
-            return -1
-        bp = number_at[at]
-        if bp < 0 or self.size[bp] != size:  # not numbered yet (a multi-node unit's member), or another size
-            return -1
-        item = self.items[bp]
-        if not isinstance(item, Unit) or len(item.nodes) != 1:
-            return -1
-        consumers, reader = state.g.consumers, (op.id,)
-        for t in ops[at].outputs:
-            if t is None or consumers.get(t.name) != reader:
-                return -1
-        return bp
-
-    @staticmethod
-    def _producer_at(op: OpView, state: PassState) -> int:
-        """The position of the one node producing ``op``'s inputs, else -1 (none, or several)."""
-        producer, p = state.g.producer, None
-        for t in op.inputs:
-            q = producer.get(t.name) if t is not None else None
-            if q is None or q == p:
-                continue
-            if p is not None:
-                return -1
-            p = q
-        return -1 if p is None else state.g.position[p]
-
-    def units(self, b: int) -> list[Unit | str]:
-        """The units of pointwise block ``b`` in node order: its unit, then the nodes extending its run (each a
-        unit of one node, by id: made or not, :class:`~onnxroof.fusion.graph.Units`)."""
-        return [self.unit(b), *self.runs.get(b, ())]
-
-    def nodes(self, b: int, state: PassState) -> list[str]:
-        """The nodes of pointwise block ``b``: its unit's, then those of the units extending its run."""
-        found = list(self.unit(b).nodes)
-        for node in self.runs.get(b, ()):
-            unit = state.unit_of.made(node)
-            found.extend(unit.nodes if unit is not None else (node,))
-        return found
-
-    def _link_successors(self, count: int) -> None:
-        """Each block's successors ``succs[succ_start[b]:succ_start[b + 1]]`` in block order, and its
-        ``out_degree``, from the producers gathered (the CSR transpose of ``preds``, as columns: each entry of
-        ``preds`` with the block reading it, sorted by producer, then reader; the ranges of ``preds`` are disjoint
-        and cover it, so the readers are the blocks in order of their range, each repeated over its length)."""
-        preds = np.frombuffer(self.preds, dtype=np.int64)
-        starts, ends = np.frombuffer(self.pred_start, np.int64), np.frombuffer(self.pred_end, np.int64)
-        blocks = np.argsort(starts, kind="stable")
-        readers = np.repeat(blocks, (ends - starts)[blocks])
-        degree = np.bincount(preds, minlength=count).astype(np.int64)
-        self.out_degree = array("q", degree.tobytes())
-        self.succ_start = array("q", np.concatenate(([0], np.cumsum(degree))).astype(np.int64).tobytes())
-        self.succs = array("q", readers[np.lexsort((readers, preds))].tobytes())
-
-    def _gather_later(self, later: list[int], state: PassState, number_at: array, seen: array) -> None:
-        """The producers of multi-node units and control-flow nodes (what their bodies read included)."""
-        g = state.g
-        for b in later:
-            item = self.items[b]
-            self.pred_start[b] = len(self.preds)
-            for node in item.nodes if isinstance(item, Unit) else (item,):
-                op = g.ops[node]
-                reads = [t.name for t in op.inputs if t is not None]
-                if op.subgraphs:
-                    reads += implicit_reads(op)
-                for name in reads:
-                    p = g.producer.get(name)
-                    if p is None:
-                        continue
-                    bp = number_at[g.position[p]]
-                    if bp != b and seen[bp] != -2 - b:  # a mark apart from the pass's
-                        seen[bp] = -2 - b
-                        self.preds.append(bp)
-            self.pred_end[b] = len(self.preds)
-
-    def unit(self, b: int) -> Unit:
-        """Pointwise block ``b`` (``size[b] >= 0``), always a unit: a node that is no kernel member has size -1."""
-        item = self.items[b]
-        assert isinstance(item, Unit), f"pointwise block {b} is no unit"
-        return item
-
-    def mergeable(self) -> bool:
-        """Whether two pointwise units have one element count (else nothing can merge): a run holds two."""
-        sizes = [s for s in self.size if s >= 0]
-        return bool(self.runs) or len(set(sizes)) < len(sizes)
-
-    def visit_last_ready_first(self, visit: Callable[[int], None]) -> bool:
-        """Visit the blocks in a topological order that takes the block made ready last first (a stack);
-        False on a cycle (some blocks never visited).
-
-        This order decides which producer a unit joins when several could take it (the earliest visited), so
-        it is kept as is: ordering blocks by a fixed key (their first node) changes the kernels of some graphs
-        (a Sigmoid feeding both an Add and a graph output).
-        """
-        start, succs = self.succ_start, self.succs
-        waiting = array("q", map(operator.sub, self.pred_end, self.pred_start))
-        ready = [b for b, n in enumerate(waiting) if n == 0]
-        visited = 0
-        while ready:
-            b = ready.pop()
-            visit(b)
-            visited += 1
-            for j in range(start[b], start[b + 1]):
-                s = succs[j]
-                waiting[s] -= 1
-                if waiting[s] == 0:
-                    ready.append(s)
-        return visited == len(self.items)
-
-
 class _Grouping:
     """Which group each block is in, visited in topological order (mutable while the pass runs).
 
@@ -315,10 +60,10 @@ class _Grouping:
     ``bit[G]`` set when ``b`` depends on group G; only groups holding a pointwise unit have a bit.
     """
 
-    def __init__(self, state: PassState, blocks: _Blocks) -> None:
+    def __init__(self, state: PassState, blocks: Blocks) -> None:
         self.state, self.blocks = state, blocks
         count = len(blocks.items)
-        self.position = _zeros(count)  # visiting order
+        self.position = zeros(count)  # visiting order
         self.visited = 0
         self.remaining = array("q", blocks.out_degree)  # successors not visited yet
         self.effective: dict[int, tuple[int, ...]] = {}  # a view's producers, views resolved
@@ -475,8 +220,8 @@ class _Grouping:
             other = group[p]
             if other == mine or other in refused or self.dep[p] & bit:
                 continue
-            nodes = [n for v in self.grouped[other] for n in self.blocks.nodes(v, self.state)]
-            if not self.state.g.private(nodes, {*nodes, *self.blocks.nodes(b, self.state)}):
+            nodes = [n for v in self.grouped[other] for n in self.blocks.nodes(v)]
+            if not self.state.g.private(nodes, {*nodes, *self.blocks.nodes(b)}):
                 refused.add(other)
                 continue
             for u in self.grouped.pop(other):
@@ -487,12 +232,11 @@ class _Grouping:
 
 def _merge(units: list[Unit | str], pattern: PointwisePattern, state: PassState) -> None:
     """Merge a group's units, sorted by their first node, into the first, whose first node anchors the kernel.
-    A unit given by a node id (a run's node, :meth:`_Blocks.units`) is that node's unit: the head is made if it
-    is one."""
+    A unit given by a node id (a run's node never made, :meth:`Blocks.units`) is that node alone: the head is
+    made if it is one."""
     first = units[0]
     head = state.unit_of[first] if isinstance(first, str) else first
     anchor = min(head.nodes, key=state.g.position.__getitem__)
-    others = [state.unit_of.made(u) or u if isinstance(u, str) else u for u in units[1:]]
-    state.merge_all(head, others, pattern.name, "Pointwise")
+    state.merge_all(head, units[1:], pattern.name, "Pointwise")
     head.anchor = anchor
     head.patterns = (*(name for name in head.patterns if name != pattern.name), pattern.name)
