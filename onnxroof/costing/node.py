@@ -41,6 +41,8 @@ def is_buffer_name(name: str) -> bool:
         if not any(word in lowered for word in _BUFFER_WORDS):
             return False
     return _BUFFER_NAME.search(name) is not None
+
+
 _NO_WEIGHTS: Mapping[str, tuple[float, float]] = MappingProxyType({})
 #: Ops whose derived weight takes its parameters from these inputs only: a dequantized weight's parameters are
 #: its stored integers, its scale and zero point are not counted (as before tying was recognized).
