@@ -335,3 +335,15 @@ def test_equal_unsupported_nodes_are_each_listed() -> None:
     costed = stage_cost(bind(parse_model(text)))
     assert dict(costed.unsupported) == {"my.dom::Mystery": ("0:Mystery", "1:Mystery")}
     assert costed.node_costs[0].state == NodeState.UNSUPPORTED
+
+
+def test_buffer_names_are_told_as_the_regex_tells_them_without_it_on_plain_names() -> None:
+    """is_buffer_name agrees with BUFFER_NAME on ASCII names with and without its words, and on names whose
+    case-blind match pairs other characters with ASCII letters (long s, dotless i: the regex always runs)."""
+    from onnxroof.costing.node import BUFFER_NAME, is_buffer_name
+
+    names = ["model.rotary_emb.inv_freq", "INV_FREQ", "a.sin", "A/COS_CACHED", "x_cos_cache", "cos", "xcos", "sinh"]
+    names += ["model.layers.0.mlp.up_proj.weight", "cosine.weight", "co\u017f", "\u0131nv_freq", "", "sin_cached.x"]
+    told = [is_buffer_name(name) for name in names]
+    assert told == [BUFFER_NAME.search(name) is not None for name in names]
+    assert told == [True, True, True, True, True, True, False, False, False, False, True, True, False, False]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import onnx
 import pytest
+from onnx import TensorProto, helper
 from test_fusion import analysed, model
 
 
@@ -65,3 +67,24 @@ def test_attributes_and_bodies_in_one_pass_agree_with_the_two_readers() -> None:
     assert attributes_and_bodies(nodes[1], default_attributes("LeakyRelu", 17, ""))[0] == {"alpha": 0.5}
     assert list(attributes_and_bodies(nodes[3], {})[1]) == ["bodies[0]", "bodies[1]"]
     assert attributes_and_bodies(nodes[0], default_attributes("LeakyRelu", 17, ""))[0]["alpha"] == pytest.approx(0.01)
+
+
+def test_attributes_read_directly_equal_what_onnx_reads_and_a_reference_is_refused() -> None:
+    """attributes_and_bodies reads INT, INTS, FLOAT and TENSOR attributes itself: each value and its type equal
+    what onnx.helper.get_attribute_value gives (through _attr_value); other kinds go through it; a function
+    body's reference attribute is refused as get_attribute_value refuses it."""
+    from onnxroof.core.protos import _attr_value, attributes_and_bodies
+
+    tensor = helper.make_tensor("t", TensorProto.FLOAT, [2], [1.0, 2.0])
+    node = helper.make_node(
+        "Custom", ["x"], ["y"], i=3, ints=[1, -1], f=0.5, fs=[0.25], t=tensor, s="same", ss=["a", "b"], domain="my"
+    )
+    attrs, bodies = attributes_and_bodies(node, {"i": 7, "other": 1})
+    expected = {a.name: _attr_value(a) for a in node.attribute}
+    assert attrs == {**expected, "other": 1} and not bodies
+    assert [type(attrs[k]) for k in expected] == [type(v) for v in expected.values()]
+    assert (attrs["i"], attrs["ints"], attrs["f"], attrs["s"], attrs["t"]) == (3, [1, -1], 0.5, "same", tensor)
+    reference = helper.make_node("Custom", ["x"], ["y"], domain="my")
+    reference.attribute.add(name="alpha", ref_attr_name="beta", type=onnx.AttributeProto.INT)
+    with pytest.raises(ValueError, match="reference attribute"):
+        attributes_and_bodies(reference, {})

@@ -256,6 +256,26 @@ def test_the_checkers_copy_walks_the_other_graphs_only_when_they_hold_external_t
     assert walks == [1]
 
 
+def test_the_checkers_copy_types_each_external_initializer_as_its_input_one_type_message_each() -> None:
+    """An external initializer becomes a graph input of its dtype and dims (what make_tensor_value_info gives),
+    each input holding a type message of its own though equal types are built once."""
+    from onnxroof.load import checks
+
+    model = _nested_model()
+    shapes = {"A": [4, 8], "B": [4, 8], "C": [2]}
+    for name, dims in shapes.items():
+        tensor = TensorProto(name=name, data_type=TensorProto.FLOAT16, dims=dims)
+        tensor.data_location = TensorProto.EXTERNAL
+        tensor.external_data.add(key="location", value="w.bin")
+        model.graph.initializer.append(tensor)
+    copy = checks._without_external_initializers(model, scan_model(model))
+    inputs = {v.name: v for v in copy.graph.input}
+    for name, dims in shapes.items():
+        assert inputs[name] == helper.make_tensor_value_info(name, TensorProto.FLOAT16, dims)
+    inputs["A"].type.tensor_type.shape.dim[0].dim_value = 5
+    assert inputs["B"].type.tensor_type.shape.dim[0].dim_value == 4  # a copy, not a shared message
+
+
 def test_the_prefilter_finds_an_initializer_key_plain_or_padded_before_a_long_length() -> None:
     """The prefilter's patterns (load.lean._LARGE_INITIALIZER): the key of GraphProto.initializer (field 5, wire
     type 2) as one byte 0x2a or padded (0xaa 0x80... 0x00), then a length of three varint bytes or more (a message

@@ -71,12 +71,28 @@ def attributes_and_bodies(
         elif kind == _GRAPHS:
             for k, g in enumerate(attr.graphs):
                 bodies[f"{attr.name}[{k}]"] = g
+        elif attr.ref_attr_name:  # a function body's reference: _attr_value refuses it
+            attrs[attr.name] = _attr_value(attr)
+        elif kind == _INT:  # the common kinds read as _attr_value reads them, without its chain of tests
+            attrs[attr.name] = attr.i
+        elif kind == _TENSOR:
+            attrs[attr.name] = attr.t
+        elif kind == _INTS:
+            attrs[attr.name] = list(attr.ints)
+        elif kind == _FLOAT:
+            attrs[attr.name] = attr.f
         else:
             attrs[attr.name] = _attr_value(attr)
     return attrs, bodies
 
 
 _GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
+_INT, _INTS, _FLOAT, _TENSOR = (
+    onnx.AttributeProto.INT,
+    onnx.AttributeProto.INTS,
+    onnx.AttributeProto.FLOAT,
+    onnx.AttributeProto.TENSOR,
+)
 
 
 @functools.lru_cache(maxsize=4096)

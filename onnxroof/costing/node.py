@@ -27,6 +27,22 @@ from onnxroof.rules import REGISTRY
 _BUFFER_NAME = re.compile(r"rotary|inv_freq|(^|[._/])(cos|sin)(_cached|_cache)?$", re.IGNORECASE)
 BUFFER_NAME = _BUFFER_NAME
 """The names of computed buffers (rotary tables) among the initializers: not trained weights."""
+_BUFFER_WORDS = ("rotary", "inv_freq", "cos", "sin")
+"""Words one of which every ASCII name :data:`BUFFER_NAME` matches holds (lowercased)."""
+
+
+def is_buffer_name(name: str) -> bool:
+    """Whether :data:`BUFFER_NAME` matches ``name``. An ASCII name holding none of :data:`_BUFFER_WORDS`
+    (lowercased) cannot match, and is told without the regex (most weight names; an unanchored, case-blind search
+    tries each of its alternatives at every position). A name with other characters always runs the regex: its
+    case-blind match pairs some of them with ASCII letters (``ſ`` with ``s``, ``ı`` with ``i``)."""
+    if name.isascii():
+        lowered = name.lower()
+        if not any(word in lowered for word in _BUFFER_WORDS):
+            return False
+    return _BUFFER_NAME.search(name) is not None
+
+
 _NO_WEIGHTS: Mapping[str, tuple[float, float]] = MappingProxyType({})
 #: Ops whose derived weight takes its parameters from these inputs only: a dequantized weight's parameters are
 #: its stored integers, its scale and zero point are not counted (as before tying was recognized).
@@ -112,11 +128,11 @@ def weight_entries(
             original = scope.tensors.get(scope.tied[key])
             roots = (original,) if original is not None else roots
         if roots is None:
-            merge_weights(found, {key: (0.0 if _BUFFER_NAME.search(key) else params, nbytes)})
+            merge_weights(found, {key: (0.0 if is_buffer_name(key) else params, nbytes)})
             continue
         merge_weights(found, {key: (0.0, nbytes)})
         for source in roots:
-            found.setdefault(source.name, (0.0 if _BUFFER_NAME.search(source.name) else float(source.numel), 0.0))
+            found.setdefault(source.name, (0.0 if is_buffer_name(source.name) else float(source.numel), 0.0))
     return found
 
 
@@ -262,6 +278,8 @@ def cost_signature(op: OpView, weights: bool = False) -> tuple[object, ...] | No
     attrs = op.attrs
     attrs_key: tuple[object, ...] = ()
     if attrs:
+        if type(attrs.get("value")) is onnx.TensorProto:  # a Constant's (ConstantOfShape's) tensor: never hashable
+            return None
         attrs_key = tuple(attrs.items())
         try:
             hash(attrs_key)

@@ -268,12 +268,19 @@ def _without_external_initializers(model: onnx.ModelProto, scan: ModelScan) -> o
     names = {t.name for t in external}
     kept = [t for t in copy.graph.initializer if t.name not in names]
     listed = {v.name for v in copy.graph.input}
-    new_inputs = [
-        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in external if t.name not in listed
-    ]
     del copy.graph.initializer[:]
     copy.graph.initializer.extend(kept)
-    copy.graph.input.extend(new_inputs)
+    types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}  # one per (dtype, dims): layers repeat shapes
+    for tensor in external:
+        if tensor.name in listed:
+            continue
+        key = (tensor.data_type, tuple(tensor.dims))
+        type_proto = types.get(key)
+        if type_proto is None:
+            type_proto = types[key] = helper.make_tensor_type_proto(key[0], list(key[1]))
+        value = copy.graph.input.add()
+        value.name = tensor.name
+        value.type.CopyFrom(type_proto)
     if len(external) < len(scan.external):  # some remain, in subgraphs and Constant attributes: walk to them
         for tensor in _external_tensors(copy):
             tensor.CopyFrom(helper.make_tensor(tensor.name, tensor.data_type, [0], []))
