@@ -79,7 +79,7 @@ _ENTRIES_ATTR = "__onnxroof_rules__"
 """The attribute on a rule function holding the :class:`RuleEntry` values its decorators recorded."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class RuleEntry:
     """One declared rule: the (domain, op type) it costs, its function and what the registry knows of it."""
 
@@ -207,7 +207,7 @@ class Family:
         return MappingProxyType(dict(self._classes))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Registry:
     """Every rule by (normalized domain, op_type), and the facts other stages read from them. Build it with
     :meth:`from_families` or :meth:`of`; the mappings are read-only."""
