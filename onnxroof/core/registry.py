@@ -44,8 +44,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from types import MappingProxyType
-from typing import TypedDict, Unpack
+from typing import TypedDict, TypeVar, Unpack
 
 from onnxroof.core.contracts import NO_CONTRACT, NodeContract, check_node, schema_contract
 from onnxroof.core.cost import Cost
@@ -128,13 +129,9 @@ def rule(
     ``required_attrs``, ``inputs`` (min, max count; max None: unbounded) and ``positive_attrs`` (integers the
     rule divides by or loops over, ≥ 1 when present) declare what a node must hold beyond ONNX's schema (ONNX
     Runtime's contrib ops have none in ONNX): checked before the rule runs (:mod:`onnxroof.core.contracts`)."""
-    if kind not in tuple(RuleKind):
-        raise ValueError(f"unknown rule kind {kind!r}; expected one of {tuple(RuleKind)}")
-    if status not in tuple(RuleStatus):
-        raise ValueError(f"unknown rule status {status!r}")
-    if op_class not in tuple(OpClass):
-        raise ValueError(f"unknown op class {op_class!r}; expected one of {tuple(OpClass)}")
-    kind, status, cls = RuleKind(kind), RuleStatus(status), OpClass(op_class)
+    kind = _member(RuleKind, kind, "rule kind")
+    status = _member(RuleStatus, status, "rule status")
+    cls = _member(OpClass, op_class, "op class")
     dom = normalize_domain(domain)
     config = frozenset(config_inputs)
     contract = NodeContract(tuple(required_attrs), inputs, tuple(positive_attrs))
@@ -145,6 +142,18 @@ def rule(
         return fn
 
     return record
+
+
+_E = TypeVar("_E", bound=Enum)
+
+
+def _member(enum: type[_E], value: object, what: str) -> _E:
+    """``value`` as a member of ``enum`` (a member, or its value: a rule module may pass plain strings); any other
+    value is a ``ValueError`` naming ``what`` and the members."""
+    try:
+        return enum(value)
+    except ValueError:
+        raise ValueError(f"unknown {what} {value!r}; expected one of {tuple(enum)}") from None
 
 
 def entries_of(fn: RuleFn) -> tuple[RuleEntry, ...]:
