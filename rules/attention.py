@@ -21,7 +21,7 @@ output and the present KV are written; the scores never reach memory (the fused 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from onnxroof.core.cost import FLOPS_PER_MAC, Cost
 from onnxroof.core.errors import ShapeUnknown
@@ -47,8 +47,7 @@ SOFTCAP_PER_SCORE = 3  # c · tanh(x / c): divide, tanh, multiply
 ROTARY_PER_ELEMENT = 3  # per rotated pair (x1·cos − x2·sin, x2·cos + x1·sin): 4 multiplies + 2 adds
 
 
-@dataclass(frozen=True, slots=True)
-class Heads:
+class Heads(NamedTuple):
     """The attention problem: batch, new tokens, attended length, query and KV heads, head sizes."""
 
     b: int

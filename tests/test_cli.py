@@ -737,11 +737,13 @@ def test_report_of_a_model_without_bodies_or_unruled_ops_imports_neither_control
     """`report` of the CNN (no If/Loop/Scan, every op ruled) imports neither the costing of bodies nor that of ONNX
     function bodies (each imported by the branch of cost_node that needs it), nor networkx (the DAG is built only
     when asked for) nor ONNX's reference evaluator (small-constant folding only), nor the contrib shape functions
-    (the shape fallback only)."""
+    (the shape fallback only), nor the one-cost placement of calibration and profiling (roofline.classify: the
+    analysis reads precisions from roofline.precision)."""
     lazy = (
         "onnxroof.costing.control_flow",
         "onnxroof.costing.function",
         "onnxroof.load.contrib_shapes",
+        "onnxroof.roofline.classify",
         "networkx",
         "onnx.reference",
     )

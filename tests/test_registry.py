@@ -9,7 +9,7 @@ import pytest
 import onnxroof.rules
 from onnxroof.core.cost import Cost
 from onnxroof.core.registry import DuplicateRuleError, Registry, entries_of, rule
-from onnxroof.core.states import OpClass, RuleKind
+from onnxroof.core.states import OpClass, RuleKind, RuleStatus
 from onnxroof.rules import REGISTRY
 
 # The op types the core issue requires (light models, torchvision CNNs, HF transformers, YOLO detectors).
@@ -168,6 +168,24 @@ def test_rule_registers_nothing_globally() -> None:
     assert extended.op_class("com.microsoft", "FusedConv") == OpClass.CONV  # classes without a rule are kept
     with pytest.raises(ValueError, match="declared a rule"):
         REGISTRY.with_rules(lambda op: None)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("kind", "scatter", "unknown rule kind 'scatter'; expected one of"),
+        ("status", "rough", "unknown rule status 'rough'; expected one of"),
+        ("op_class", "gemm", "unknown op class 'gemm'; expected one of"),
+        ("kind", ["view"], "unknown rule kind \\['view'\\]"),
+    ],
+)
+def test_rule_refuses_an_unknown_kind_status_or_class(option: str, value: object, message: str) -> None:
+    """``@rule`` takes each of kind, status and op class as a member or its value (a plain string) and refuses
+    anything else with a ``ValueError`` naming the option and the value."""
+    with pytest.raises(ValueError, match=message):
+        rule("MyOp", **{option: value})  # type: ignore[arg-type]
+    (entry,) = entries_of(rule("MyOp", kind="view", status="approximate", op_class="movement")(lambda op: None))  # type: ignore[arg-type]
+    assert (entry.kind, entry.status, entry.op_class) == (RuleKind.VIEW, RuleStatus.APPROXIMATE, OpClass.MOVEMENT)
 
 
 def test_view_ops_are_the_view_rules() -> None:

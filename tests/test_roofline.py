@@ -12,7 +12,8 @@ from onnxroof.core.cost import Cost
 from onnxroof.core.errors import PlatformError
 from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import load_platform
-from onnxroof.roofline.classify import classify, precision_of, resolve_precision
+from onnxroof.roofline.classify import classify
+from onnxroof.roofline.precision import precision_of, resolve_precision
 
 XAVIER = load_platform("xavier")
 

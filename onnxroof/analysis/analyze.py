@@ -40,12 +40,12 @@ from onnxroof.core.states import NodeState
 from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import resolve_precision
 from onnxroof.roofline.gpu import describe_time_model, time_model_for
 from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
 from onnxroof.roofline.place import ROOFLINE, Floats, Objects, TimeModel, Work, floats
 from onnxroof.roofline.place import place as place_rows
+from onnxroof.roofline.precision import resolve_precision
 from onnxroof.runtime import Runtime, runtime_for
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["Analysis", "ModelSummary", "NodeResult", "analyze", "place"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Analysis:
     """Everything onnxroof knows about one model on one platform. Immutable."""
 

@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -47,8 +48,7 @@ def peak_activation_memory(ir: ModelIR) -> PeakMemory:
     return PeakMemory(peak, peak_node, buffers.unknown)
 
 
-@dataclass(frozen=True, slots=True)
-class _Buffers:
+class _Buffers(NamedTuple):
     """The run-time buffers of a model: ``size`` (bytes) of each tensor that owns its buffer (a graph input, the
     output of an op that is not a view; 0 when its shape is not static), ``alias``: a view's output -> the buffer
     it shares, ``last_use``: buffer -> the step of its last reader (the number of ops for graph outputs), how

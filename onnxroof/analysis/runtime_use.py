@@ -52,7 +52,7 @@ _POSITIONS = {  # (domain, op_type) -> ((past input, present output), ...): the 
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RuntimeUse:
     """What the runtime did to one analysis (module docstring)."""
 

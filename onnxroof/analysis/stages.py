@@ -52,7 +52,7 @@ from onnxroof.fusion.match import FunctionMatches
 from onnxroof.fusion.patterns import QDQ_PATTERNS
 from onnxroof.load.reader import LoadedModel, ModelFile, load_model, read_file
 from onnxroof.platform.model import Platform
-from onnxroof.roofline.classify import precision_of, resolve_precision
+from onnxroof.roofline.precision import precision_of, resolve_precision
 from onnxroof.rules import REGISTRY
 
 Source = str | os.PathLike[str] | onnx.ModelProto | ModelFile
@@ -67,7 +67,7 @@ def read(source: Source) -> ModelFile:
 # ------------------------------------------------------------------------------------------------- bind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class BoundModel:
     """A model with its dims bound: the IR (with its graph index), the what-if knobs it was bound with (precision
     and ``compress_mem`` restate element sizes), the tensor densities, and what the later stages read of the
@@ -152,7 +152,7 @@ def model_summary(loaded: LoadedModel, ir: ModelIR) -> ModelSummary:
 # ------------------------------------------------------------------------------------------------- cost
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CostedModel:
     """Every node of a bound model costed by its rule: one :class:`NodeCost` per op of the IR (what-if
     ``skip_compute`` applied), each node's efficiency class and the precision it asks for, the distinct weights,
@@ -363,7 +363,7 @@ def _shape_warnings(ir: ModelIR, nodes: Sequence[tuple[OpView, NodeCost]]) -> li
 # ------------------------------------------------------------------------------------------------- fuse
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class FusedModel:
     """The kernels a runtime's fusion profile makes of a costed model, in the order of their anchors, each with
     its descriptor; the candidates that did not fuse; and how each kernel launches.

@@ -245,7 +245,7 @@ def _density_value(value: object, where: str) -> float:
 # ------------------------------------------------------------------------------------------ tensor densities
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DensityMap:
     """What each tensor's readers and writer say about its density; :meth:`of` resolves one tensor."""
 

@@ -44,8 +44,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from types import MappingProxyType
-from typing import TypedDict, Unpack
+from typing import TypedDict, TypeVar, Unpack
 
 from onnxroof.core.contracts import NO_CONTRACT, NodeContract, check_node, schema_contract
 from onnxroof.core.cost import Cost
@@ -79,7 +80,7 @@ _ENTRIES_ATTR = "__onnxroof_rules__"
 """The attribute on a rule function holding the :class:`RuleEntry` values its decorators recorded."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class RuleEntry:
     """One declared rule: the (domain, op type) it costs, its function and what the registry knows of it."""
 
@@ -128,13 +129,9 @@ def rule(
     ``required_attrs``, ``inputs`` (min, max count; max None: unbounded) and ``positive_attrs`` (integers the
     rule divides by or loops over, ≥ 1 when present) declare what a node must hold beyond ONNX's schema (ONNX
     Runtime's contrib ops have none in ONNX): checked before the rule runs (:mod:`onnxroof.core.contracts`)."""
-    if kind not in tuple(RuleKind):
-        raise ValueError(f"unknown rule kind {kind!r}; expected one of {tuple(RuleKind)}")
-    if status not in tuple(RuleStatus):
-        raise ValueError(f"unknown rule status {status!r}")
-    if op_class not in tuple(OpClass):
-        raise ValueError(f"unknown op class {op_class!r}; expected one of {tuple(OpClass)}")
-    kind, status, cls = RuleKind(kind), RuleStatus(status), OpClass(op_class)
+    kind = _member(RuleKind, kind, "rule kind")
+    status = _member(RuleStatus, status, "rule status")
+    cls = _member(OpClass, op_class, "op class")
     dom = normalize_domain(domain)
     config = frozenset(config_inputs)
     contract = NodeContract(tuple(required_attrs), inputs, tuple(positive_attrs))
@@ -145,6 +142,18 @@ def rule(
         return fn
 
     return record
+
+
+_E = TypeVar("_E", bound=Enum)
+
+
+def _member(enum: type[_E], value: object, what: str) -> _E:
+    """``value`` as a member of ``enum`` (a member, or its value: a rule module may pass plain strings); any other
+    value is a ``ValueError`` naming ``what`` and the members."""
+    try:
+        return enum(value)
+    except ValueError:
+        raise ValueError(f"unknown {what} {value!r}; expected one of {tuple(enum)}") from None
 
 
 def entries_of(fn: RuleFn) -> tuple[RuleEntry, ...]:
@@ -207,7 +216,7 @@ class Family:
         return MappingProxyType(dict(self._classes))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Registry:
     """Every rule by (normalized domain, op_type), and the facts other stages read from them. Build it with
     :meth:`from_families` or :meth:`of`; the mappings are read-only."""

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from onnxroof.core.errors import OnnxroofError
 
@@ -37,8 +36,7 @@ def dotted(table: str, key: str) -> str:
     return f"{table}.{key}" if table else key
 
 
-@dataclass(frozen=True)
-class TomlReader:
+class TomlReader(NamedTuple):
     """Validates one file's document; every check raises ``error("FILE: dotted.key: message")``.
 
     ``show`` renders a wrong value in messages (``repr`` or :func:`show_toml`); ``one_line`` collapses runs of

@@ -34,7 +34,7 @@ from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.match import FunctionMatches
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class RunKernel:
     """One kernel the runtime launches, with what the analysis needs to describe and place it.
 

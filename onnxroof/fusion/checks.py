@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import cast
+from typing import NamedTuple, cast
 
 import onnx
 
@@ -23,8 +22,7 @@ from onnxroof.fusion.graph import FusionGraph, PassState, Unit
 from onnxroof.fusion.patterns import CONSUMER, Check, EdgePattern
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(NamedTuple):
     """One candidate application of an edge pattern: ``anchor`` absorbing ``joined`` through ``value``."""
 
     pattern: EdgePattern

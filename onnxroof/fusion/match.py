@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo
 from onnxroof.fusion.graph import FusionGraph, MissRecord, PassState
@@ -23,7 +24,7 @@ from onnxroof.fusion.patterns import FunctionPattern, Step
 _COMMUTATIVE = frozenset({"Add", "Mul"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class FunctionMatch:
     """One decomposed function recognised: its pattern, its members (in topological order) and its output."""
 
@@ -32,7 +33,7 @@ class FunctionMatch:
     output: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FunctionMatches:
     """Phase 1's decisions on one graph (the matches and the misses, in the order found) and the facts they were
     made from (:attr:`facts`): another binding of the graph with equal facts replays them."""
@@ -137,8 +138,7 @@ _CONST, _OPTIONAL_CONST, _ANY, _VAR = range(4)
 _Token = tuple[int, str]
 
 
-@dataclass(frozen=True, slots=True)
-class _Alternative:
+class _Alternative(NamedTuple):
     """One alternative of a step, compiled: its op type, its input tokens (and in the other order, for a
     commutative op of two inputs) and the variables it reads."""
 
@@ -148,8 +148,7 @@ class _Alternative:
     variables: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
+class _Step(NamedTuple):
     """A template step as the matcher reads it: its output variable, whether it is optional, its alternatives
     and the variable its first alternative reads first (what a skipped step aliases)."""
 
@@ -159,8 +158,7 @@ class _Step:
     first_ref: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
+class _Plan(NamedTuple):
     """The variants of one pattern a graph's op types can fill, compiled (:func:`_plans`).
 
     ``variants``: each as its steps; ``prefix[v][j]``: the first variant whose steps up to ``j`` equal variant

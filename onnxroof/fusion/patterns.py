@@ -118,6 +118,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.states import OpClass
@@ -125,8 +126,7 @@ from onnxroof.core.states import OpClass
 # ------------------------------------------------------------------------------------------- the data types
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
+class Check(NamedTuple):
     """One condition of a pattern: a check kind (see the module docstring) and its arguments."""
 
     kind: str
@@ -137,8 +137,7 @@ def check(kind: str, *args: object) -> Check:
     return Check(kind, tuple(args))
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """One line of a function template: ``out = op(inputs) | op2(inputs2)``; ``optional`` when marked ``?``."""
 
     out: str

@@ -41,46 +41,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from onnxroof.core.cost import Cost
-from onnxroof.core.errors import PlatformError
 from onnxroof.core.states import Bound
-from onnxroof.platform.model import PRECISION_FALLBACK, Platform
+from onnxroof.platform.model import Platform
 from onnxroof.roofline.energy import Energy
 from onnxroof.roofline.place import Work, floats, place
-
-#: The platform precision an element type computes in. Integer and boolean ops that are not int8 run on
-#: the vector units at roughly the fp32 rate, so they use the fp32 peak.
-PRECISION_OF_DTYPE = {
-    "float32": "fp32",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "float64": "fp64",
-    "int8": "int8",
-    "uint8": "int8",
-    "int4": "int4",
-    "uint4": "int4",
-    "float8e4m3fn": "fp8",
-    "float8e4m3fnuz": "fp8",
-    "float8e5m2": "fp8",
-    "float8e5m2fnuz": "fp8",
-}
-
-
-def precision_of(dtype: str) -> str:
-    return PRECISION_OF_DTYPE.get(dtype, "fp32")
-
-
-def resolve_precision(platform: Platform, wanted: str) -> str:
-    """The precision whose peak a node of precision ``wanted`` uses on ``platform`` (the fallback chain
-    :data:`onnxroof.platform.model.PRECISION_FALLBACK`)."""
-    available = platform.precisions()
-    current: str | None = wanted
-    while current is not None:
-        if current in available:
-            return current
-        current = PRECISION_FALLBACK.get(current)
-    if not available:
-        raise PlatformError(f"{platform.path}: no peak figures")
-    return available[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,9 @@ too, added once by placement. A platform without a ``[gpu]`` table is placed by 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -207,8 +208,7 @@ CUDA_CORE_CLASSES = frozenset(
 pointwise, normalizing, pooling, reducing or data-moving kernel."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Shapes:
+class Shapes(NamedTuple):
     """The descriptor facts the model reads, one entry per row: a complete GEMM view (``tiled``) with its batch
     count ``g``, ``m``, ``n``, ``k``; the channels per group a fragment pads (``channels``, 0: not a convolution)
     and the window (``window``, 1 for products); ``groups`` of a convolution (1 otherwise)."""
@@ -224,7 +224,7 @@ class Shapes:
 
     def take(self, rows: npt.NDArray[np.intp]) -> Shapes:
         """The facts of ``rows`` only."""
-        return Shapes(*(getattr(self, f.name)[rows] for f in fields(self)))
+        return Shapes._make(column[rows] for column in self)
 
 
 def shapes(descriptors: Sequence[object], rows: int) -> Shapes:

@@ -13,7 +13,7 @@ from helpers import W, cost_of, make_op, parse_model
 import onnxroof
 from onnxroof.core.ir import build_ir
 from onnxroof.load.reader import load_model
-from onnxroof.roofline.classify import precision_of
+from onnxroof.roofline.precision import precision_of
 from onnxroof.rules import REGISTRY
 
 F32, I8, U8, I32 = "float32", "int8", "uint8", "int32"
