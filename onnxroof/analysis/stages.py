@@ -403,7 +403,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     fusion, run = fuse_with_bodies(ir, costed.node_costs, profile, graph, reuse)
     position = graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
-    alone: dict[int, KernelDescriptor] = {}  # a signature's first node -> its nodes' descriptor as kernels alone
+    alone: dict[object, KernelDescriptor] = {}  # a signature -> its nodes' descriptor as kernels alone
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
     for row, kernel in enumerate(fusion.kernels):
         patterns = kernel.patterns
@@ -450,17 +450,24 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
 
 
 def _node_kernel(
-    op: OpView, at: int, costed: CostedModel, types: tuple[str, ...], alone: dict[int, KernelDescriptor]
+    op: OpView, at: int, costed: CostedModel, types: tuple[str, ...], alone: dict[object, KernelDescriptor]
 ) -> KernelDescriptor:
     """The descriptor of a kernel of ``op`` alone (the ``at``-th node, fused by no pattern): its class and dtype
     the cost stage's, and shared by the nodes of one signature (``alone``, by the signature's first node,
     :attr:`CostedModel.firsts`) when it names no weight, else that descriptor with the node's own weights
     (:func:`~onnxroof.fusion.descriptor.describe_like`): a descriptor reads the node's op type, attributes and
-    its tensors' shapes, dtypes and roles, and the names of its weights only."""
-    first = costed.firsts[at] if costed.firsts else at
-    template = alone.get(first)
+    its tensors' shapes, dtypes and roles, and the names of its weights only. A node reading weights has a row of
+    its own (its cost names them): it shares the descriptor of the nodes of its signature with its weights
+    described like the other inputs (:func:`~onnxroof.costing.node.cost_signature`, as the cost stage keys its
+    class and dtype), its class and dtype (the projections of a model's layers: one descriptor built)."""
+    op_class, dtype = costed.op_classes[at], costed.descriptors[at].dtype
+    key: object = costed.firsts[at] if costed.firsts else at
+    if costed.node_costs[at].weights:
+        signature = cost_signature(op, True)
+        key = key if signature is None else (signature, op_class, dtype)
+    template = alone.get(key)
     if template is None:
-        template = alone[first] = describe((op,), (), types, costed.op_classes[at], costed.descriptors[at].dtype)
+        template = alone[key] = describe((op,), (), types, op_class, dtype)
         return template
     return describe_like(template, op) if template.weights else template
 
