@@ -90,8 +90,11 @@ class _Grouping:
             resolved = self.effective[p] if view[p] else (p,)
         else:
             preds = blocks.preds[first:end]
-            effective = self.effective
-            resolved = tuple(dict.fromkeys(q for p in preds for q in (effective[p] if view[p] else (p,))))
+            if any(map(view.__getitem__, preds)):
+                effective = self.effective
+                resolved = tuple(dict.fromkeys(q for p in preds for q in (effective[p] if view[p] else (p,))))
+            else:  # no view among them: the producers themselves, distinct as gathered (:class:`Blocks`)
+                resolved = tuple(preds)
         if view[b]:
             if remaining[b]:
                 self.effective[b] = resolved
