@@ -453,13 +453,13 @@ def _node_kernel(
     op: OpView, at: int, costed: CostedModel, types: tuple[str, ...], alone: dict[object, KernelDescriptor]
 ) -> KernelDescriptor:
     """The descriptor of a kernel of ``op`` alone (the ``at``-th node, fused by no pattern): its class and dtype
-    the cost stage's, and shared by the nodes of one signature (``alone``, by the signature's first node,
-    :attr:`CostedModel.firsts`) when it names no weight, else that descriptor with the node's own weights
-    (:func:`~onnxroof.fusion.descriptor.describe_like`): a descriptor reads the node's op type, attributes and
-    its tensors' shapes, dtypes and roles, and the names of its weights only. A node reading weights has a row of
-    its own (its cost names them): it shares the descriptor of the nodes of its signature with its weights
-    described like the other inputs (:func:`~onnxroof.costing.node.cost_signature`, as the cost stage keys its
-    class and dtype), its class and dtype (the projections of a model's layers: one descriptor built)."""
+    the cost stage's, and shared by the nodes of one signature (``alone``): when it names no weight, the same
+    descriptor, else that descriptor with the node's own weights
+    (:func:`~onnxroof.fusion.descriptor.describe_like`). A descriptor reads the node's op type, attributes and its
+    tensors' shapes, dtypes and roles, and the names of its weights only. The signature: the node's row's first
+    node (:attr:`CostedModel.firsts`); for a node reading weights (its row is its own: its cost names them), its
+    :func:`~onnxroof.costing.node.cost_signature` with the weights described like the other inputs, with its class
+    and dtype (the cost stage keys them by it), so the projections of a model's layers share one descriptor."""
     op_class, dtype = costed.op_classes[at], costed.descriptors[at].dtype
     key: object = costed.firsts[at] if costed.firsts else at
     if costed.node_costs[at].weights:
