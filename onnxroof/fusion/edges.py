@@ -110,6 +110,7 @@ def _merge_if_checked(
 def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
     """Absorb the producer of any member's input, read through views (its output is the buffer they alias)."""
     g = state.g
+    producer, unit_of = g.producer, state.unit_of
     for node in list(unit.nodes):
         entry = g.entry(node)
         skip = entry.config_inputs if entry is not None else frozenset()
@@ -117,7 +118,8 @@ def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
             if t is None or i in skip:
                 continue
             root = g.root(t.name)
-            if _absorb(pattern, unit, state.unit_of.get(g.producer.get(root, "")), root, state):
+            writer = producer.get(root)  # None: a graph input, a weight or a constant
+            if writer is not None and _absorb(pattern, unit, unit_of.get(writer), root, state):
                 return True
     return False
 
