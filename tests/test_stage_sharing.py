@@ -105,6 +105,29 @@ def test_equal_weights_run_the_rule_once_and_keep_their_names(monkeypatch: pytes
     assert costed.firsts[2:5] == (2, 2, 2)
 
 
+def test_kernels_alone_reading_weights_of_one_signature_are_described_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three MatMuls alone, two reading weights of one shape and one of another: the two are described once (the
+    second renamed: its own weight), the third on its own; each descriptor names its node's weight."""
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 16] x) => (float[1, 4] a, float[1, 4] b, float[1, 8] c)
+    <float[16, 4] w1 = {W1}, float[16, 4] w2 = {W1}, float[16, 8] w3 = {W3}>
+    {
+        a = MatMul(x, w1)
+        b = MatMul(x, w2)
+        c = MatMul(x, w3)
+    }
+    """.replace("W1", ",".join(["0.5"] * 64)).replace("W3", ",".join(["0.25"] * 128))
+    described: list[tuple[str, ...]] = []
+    real = stages.describe
+    monkeypatch.setattr(stages, "describe", lambda ops, *rest: described.append(rest[1]) or real(ops, *rest))
+    fused = fuse(cost(bind(read(parse_model(text)))), "tensorrt")
+    assert described == [("MatMul",), ("MatMul",)]
+    assert [d.weights for d in fused.descriptors] == [("w1",), ("w2",), ("w3",)]
+    first, second, third = fused.descriptors
+    assert first.gemm == second.gemm != third.gemm and first.weight_inputs == second.weight_inputs == (1,)
+
+
 _DECODER = ("llm/optimum_llama/model.onnx", {"batch_size": 1, "sequence_length": 16, "past_sequence_length": 8})
 
 
@@ -158,3 +181,27 @@ def test_a_start_out_of_reach_of_the_first_required_step_is_not_tried(monkeypatc
     fused = fuse(cost(bind(read(parse_model(text)))), "tensorrt")
     assert fused.functions is not None and [m.pattern.name for m in fused.functions.matches] == ["attention"]
     assert calls == ["0:MatMul"]  # QKᵀ only: PV was joined, the projection is out of reach
+
+
+def test_orphans_are_not_looked_for_where_no_unit_can_be_of_their_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    """conv_bn explains BatchNormalization orphans: a graph without one (nor a pattern producing one) is not scanned
+    for them; a graph with one is (its orphan explained)."""
+    import onnxroof.fusion.edges as edges
+
+    scanned: list[str] = []
+    real = edges._explain_orphans
+    monkeypatch.setattr(edges, "_explain_orphans", lambda p, state: scanned.append(p.name) or real(p, state))
+    fuse(cost(bind(read(parse_model(_RMS)))), "tensorrt")
+    assert scanned == []
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 4, 8, 8] x) => (float[1, 4, 8, 8] y)
+    <float[4] s = {1.0, 1.0, 1.0, 1.0}, float[4] b = {0.0, 0.0, 0.0, 0.0}>
+    {
+        r = Relu(x)
+        y = BatchNormalization(r, s, b, b, s)
+    }
+    """
+    fused = fuse(cost(bind(read(parse_model(text)))), "tensorrt")
+    assert scanned == ["conv_bn"]
+    assert [m.pattern for m in fused.misses] == ["conv_bn"]

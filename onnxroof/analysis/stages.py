@@ -403,7 +403,7 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
     fusion, run = fuse_with_bodies(ir, costed.node_costs, profile, graph, reuse)
     position = graph.position
     type_lists: dict[tuple[str, ...], tuple[str, ...]] = {}  # equal op-type lists shared: kernels repeat them
-    alone: dict[int, KernelDescriptor] = {}  # a signature's first node -> its nodes' descriptor as kernels alone
+    alone: dict[object, KernelDescriptor] = {}  # a signature -> its nodes' descriptor as kernels alone
     op_types, descriptors, anchors, launches, int8 = [], [], [], [], []
     for row, kernel in enumerate(fusion.kernels):
         patterns = kernel.patterns
@@ -450,17 +450,24 @@ def fuse(costed: CostedModel, profile: str, prior: FusedModel | None = None) -> 
 
 
 def _node_kernel(
-    op: OpView, at: int, costed: CostedModel, types: tuple[str, ...], alone: dict[int, KernelDescriptor]
+    op: OpView, at: int, costed: CostedModel, types: tuple[str, ...], alone: dict[object, KernelDescriptor]
 ) -> KernelDescriptor:
     """The descriptor of a kernel of ``op`` alone (the ``at``-th node, fused by no pattern): its class and dtype
-    the cost stage's, and shared by the nodes of one signature (``alone``, by the signature's first node,
-    :attr:`CostedModel.firsts`) when it names no weight, else that descriptor with the node's own weights
-    (:func:`~onnxroof.fusion.descriptor.describe_like`): a descriptor reads the node's op type, attributes and
-    its tensors' shapes, dtypes and roles, and the names of its weights only."""
-    first = costed.firsts[at] if costed.firsts else at
-    template = alone.get(first)
+    the cost stage's, and shared by the nodes of one signature (``alone``): when it names no weight, the same
+    descriptor, else that descriptor with the node's own weights
+    (:func:`~onnxroof.fusion.descriptor.describe_like`). A descriptor reads the node's op type, attributes and its
+    tensors' shapes, dtypes and roles, and the names of its weights only. The signature: the node's row's first
+    node (:attr:`CostedModel.firsts`); for a node reading weights (its row is its own: its cost names them), its
+    :func:`~onnxroof.costing.node.cost_signature` with the weights described like the other inputs, with its class
+    and dtype (the cost stage keys them by it), so the projections of a model's layers share one descriptor."""
+    op_class, dtype = costed.op_classes[at], costed.descriptors[at].dtype
+    key: object = costed.firsts[at] if costed.firsts else at
+    if costed.node_costs[at].weights:
+        signature = cost_signature(op, True)
+        key = key if signature is None else (signature, op_class, dtype)
+    template = alone.get(key)
     if template is None:
-        template = alone[first] = describe((op,), (), types, costed.op_classes[at], costed.descriptors[at].dtype)
+        template = alone[key] = describe((op,), (), types, op_class, dtype)
         return template
     return describe_like(template, op) if template.weights else template
 

@@ -14,7 +14,10 @@ from collections.abc import Sequence
 
 from onnxroof.fusion.checks import NOT_A_CANDIDATE, Edge, run_checks
 from onnxroof.fusion.graph import PassState, Unit
-from onnxroof.fusion.patterns import CONSUMER, OPERAND, EdgePattern
+from onnxroof.fusion.patterns import CONSUMER, OPERAND, PATTERNS, EdgePattern, FunctionPattern
+
+#: The op types a pattern gives the unit it makes: with the graph's own, the op types a unit can have in phase 2.
+_PRODUCED = frozenset(p.produces for p in PATTERNS if isinstance(p, (EdgePattern, FunctionPattern)) and p.produces)
 
 
 def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
@@ -29,8 +32,9 @@ def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
     for node, unit in state.unit_of.items_of(by_anchor):  # node order; merges only rebind existing keys
         if unit.anchor == node and unit.alive:
             _grow(unit, by_anchor, state)
+    possible = present | _PRODUCED
     for p in edges:
-        if p.orphans:
+        if not p.orphans.isdisjoint(possible):  # else no unit can be of an orphan type: no scan of the nodes
             _explain_orphans(p, state)
 
 
@@ -106,6 +110,7 @@ def _merge_if_checked(
 def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
     """Absorb the producer of any member's input, read through views (its output is the buffer they alias)."""
     g = state.g
+    producer, unit_of = g.producer, state.unit_of
     for node in list(unit.nodes):
         entry = g.entry(node)
         skip = entry.config_inputs if entry is not None else frozenset()
@@ -113,7 +118,8 @@ def _apply_operand(pattern: EdgePattern, unit: Unit, state: PassState) -> bool:
             if t is None or i in skip:
                 continue
             root = g.root(t.name)
-            if _absorb(pattern, unit, state.unit_of.get(g.producer.get(root, "")), root, state):
+            writer = producer.get(root)  # None: a graph input, a weight or a constant
+            if writer is not None and _absorb(pattern, unit, unit_of.get(writer), root, state):
                 return True
     return False
 

@@ -228,11 +228,14 @@ def _build_kernels(state: PassState) -> tuple[tuple[Kernel, ...], tuple[array, .
     return tuple(kernels), tuple(positions)
 
 
-def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, ...]:
+def _final_misses(state: PassState) -> tuple[Miss, ...]:
+    """The misses recorded, each once, less those whose nodes ended in one kernel after all (another pattern fused
+    them) and those of a function recognised on their nodes from another start; in node order. A node's kernel is
+    its unit's (:meth:`~onnxroof.fusion.graph.Units.made`, the kernel's patterns the unit's), or the node alone
+    when its unit was never made (no pattern); a node that is no kernel member has none."""
     if not state.misses:
         return ()
-    g = state.g
-    kernel_of = {n: k for k in kernels for n in k.node_ids}
+    g, unit_of = state.g, state.unit_of
     kept: list[Miss] = []
     seen: set[tuple[str, tuple[str, ...]]] = set()
     for miss in state.misses:
@@ -240,11 +243,12 @@ def _final_misses(state: PassState, kernels: tuple[Kernel, ...]) -> tuple[Miss, 
         if key in seen:
             continue
         seen.add(key)
-        owners = {id(kernel_of[n]) if n in kernel_of else n for n in miss.node_ids}
+        units = [unit_of.made(n) for n in miss.node_ids]
+        owners = {n if unit is None else id(unit) for n, unit in zip(miss.node_ids, units, strict=True)}
         if len(miss.node_ids) > 1 and len(owners) == 1:
             continue  # another pattern fused these nodes after all
         function = isinstance(PATTERNS_BY_NAME.get(miss.pattern), FunctionPattern)
-        if function and any(n in kernel_of and miss.pattern in kernel_of[n].patterns for n in miss.node_ids):
+        if function and any(unit is not None and miss.pattern in unit.patterns for unit in units):
             continue  # the function was recognised on these nodes after all (from another start)
         kept.append(Miss(miss.pattern, miss.node_ids, miss.reason))
     kept.sort(key=lambda m: (g.position[m.node_ids[0]], m.pattern))
@@ -276,7 +280,7 @@ def fuse(
         if isinstance(p, PointwisePattern):
             apply_pointwise(p, state)
     kernels, positions = _build_kernels(state)
-    return FusionResult(profile, kernels, _final_misses(state, kernels), functions, positions)
+    return FusionResult(profile, kernels, _final_misses(state), functions, positions)
 
 
 __all__ = [

@@ -90,8 +90,11 @@ class _Grouping:
             resolved = self.effective[p] if view[p] else (p,)
         else:
             preds = blocks.preds[first:end]
-            effective = self.effective
-            resolved = tuple(dict.fromkeys(q for p in preds for q in (effective[p] if view[p] else (p,))))
+            if any(map(view.__getitem__, preds)):
+                effective = self.effective
+                resolved = tuple(dict.fromkeys(q for p in preds for q in (effective[p] if view[p] else (p,))))
+            else:  # no view among them: the producers themselves, distinct as gathered (:class:`Blocks`)
+                resolved = tuple(preds)
         if view[b]:
             if remaining[b]:
                 self.effective[b] = resolved
@@ -109,9 +112,12 @@ class _Grouping:
 
     def _place(self, b: int, resolved: tuple[int, ...]) -> None:
         size, group = self.blocks.size, self.group
-        if len(resolved) == 1:  # one producer: b joins its group if it can (a chain's common case)
+        if size[b] < 0:  # no pointwise unit: it joins no group
+            candidates: list[int] = []
+            chosen = None
+        elif len(resolved) == 1:  # one producer: b joins its group if it can (a chain's common case)
             q = resolved[0]
-            candidates = [q] if size[b] >= 0 and size[q] == size[b] else []
+            candidates = [q] if size[q] == size[b] else []
             chosen = group[q] if candidates else None
         else:
             candidates = self._candidates(b, resolved)
@@ -175,10 +181,9 @@ class _Grouping:
         self.bit_limit = 2 * len(kept) + len(self.dep) + _SLACK
 
     def _candidates(self, b: int, resolved: tuple[int, ...]) -> list[int]:
-        """The producers ``b`` could join: pointwise units of its element count, in visiting order."""
+        """The producers ``b`` (a pointwise unit) could join: pointwise units of its element count, in visiting
+        order."""
         size = self.blocks.size
-        if size[b] < 0:
-            return []
         found = [p for p in resolved if size[p] == size[b]]
         if len(found) > 1:
             found.sort(key=self.position.__getitem__)
