@@ -4,6 +4,7 @@ from the kernel's members and the patterns that fused them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import chain
 from operator import attrgetter
 
@@ -63,15 +64,4 @@ def describe_like(template: KernelDescriptor, op: OpView) -> KernelDescriptor:
     (:func:`~onnxroof.costing.node.cost_signature`: op type, attributes, its tensors' shapes, dtypes and roles):
     :func:`describe` reads nothing else of the node but its weights' names, taken here from ``op``."""
     weights = tuple(dict.fromkeys([t.name for t in op.inputs if t is not None and t.role == Role.WEIGHT]))
-    t = template  # field by field: ``dataclasses.replace`` looks the class's fields up on every call
-    return KernelDescriptor(
-        op_class=t.op_class,
-        gemm=t.gemm,
-        dtype=t.dtype,
-        weights=weights,
-        conv=t.conv,
-        input_dtypes=t.input_dtypes,
-        weight_inputs=t.weight_inputs,
-        weight_dtype=t.weight_dtype,
-        accumulation=t.accumulation,
-    )
+    return replace(template, weights=weights)
