@@ -263,6 +263,17 @@ def emit(text_or_render: str | Iterator[str] | Callable[["Console"], None], outp
     write_atomically(output, buffer.getvalue())
 
 
+def emit_listing(
+    output_format: ListFormat,
+    as_json: Callable[[], str],
+    as_table: Callable[["Console"], None],
+    output: Path | None = None,
+) -> None:
+    """A listing (``platforms``, ``runtimes``, ``rules``, ``inspect``) written as ``output_format`` asks: the text
+    ``as_json`` makes, or the Rich table ``as_table`` renders (:func:`emit`)."""
+    emit(as_json() if output_format is ListFormat.json else as_table, output)
+
+
 PlatformOption = Annotated[
     str,
     typer.Option(
@@ -306,6 +317,7 @@ RuntimeOption = Annotated[
         metavar="NAME|PATH.toml",
     ),
 ]
+ListFormatOption = Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
 PrecisionOption = Annotated[
     str | None,

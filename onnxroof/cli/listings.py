@@ -6,12 +6,20 @@ from typing import Annotated
 
 import typer
 
-from onnxroof.cli.common import DebugOption, ListFormat, OutputOption, app, emit, exit_on_errors
+from onnxroof.cli.common import (
+    DebugOption,
+    ListFormat,
+    ListFormatOption,
+    OutputOption,
+    app,
+    emit_listing,
+    exit_on_errors,
+)
 
 
 @app.command()
 def platforms(
-    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
+    output_format: ListFormatOption = ListFormat.table,
     debug: DebugOption = False,
 ) -> None:
     """List the bundled platforms with their peaks, bandwidth and ridge points."""
@@ -20,15 +28,12 @@ def platforms(
 
     with exit_on_errors(debug):
         found = bundled_platforms()
-        if output_format is ListFormat.json:
-            emit(render_platforms_json(found), None)
-        else:
-            emit(lambda console: render_platforms_table(found, console), None)
+        emit_listing(output_format, lambda: render_platforms_json(found), lambda c: render_platforms_table(found, c))
 
 
 @app.command()
 def runtimes(
-    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
+    output_format: ListFormatOption = ListFormat.table,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every figure's source.")] = False,
     debug: DebugOption = False,
 ) -> None:
@@ -38,10 +43,9 @@ def runtimes(
 
     with exit_on_errors(debug):
         found = bundled_runtimes()
-        if output_format is ListFormat.json:
-            emit(render_runtimes_json(found), None)
-        else:
-            emit(lambda console: render_runtimes_table(found, console, verbose), None)
+        emit_listing(
+            output_format, lambda: render_runtimes_json(found), lambda c: render_runtimes_table(found, c, verbose)
+        )
 
 
 @app.command()
@@ -50,7 +54,7 @@ def rules(
         str | None,
         typer.Argument(help="One op type (any case, or DOMAIN::OpType): its rule in full.", show_default=False),
     ] = None,
-    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
+    output_format: ListFormatOption = ListFormat.table,
     debug: DebugOption = False,
 ) -> None:
     """List every cost rule: op type, kind, exact or approximate, and its formula (OP: that op's rule in full)."""
@@ -59,16 +63,16 @@ def rules(
 
     with exit_on_errors(debug):
         chosen = select_rules(REGISTRY.all_rules(), op)
-        if output_format is ListFormat.json:
-            emit(render_rules_json(chosen), None)
-        else:
-            emit(lambda console: render_rules_table(chosen, console, full=op is not None), None)
+        full = op is not None
+        emit_listing(
+            output_format, lambda: render_rules_json(chosen), lambda c: render_rules_table(chosen, c, full=full)
+        )
 
 
 @app.command()
 def inspect(
     model: Annotated[Path, typer.Argument(help="The ONNX model file.", show_default=False)],
-    output_format: Annotated[ListFormat, typer.Option("--format", "-f", help="table or json.")] = ListFormat.table,
+    output_format: ListFormatOption = ListFormat.table,
     output: OutputOption = None,
     debug: DebugOption = False,
 ) -> None:
@@ -78,7 +82,6 @@ def inspect(
 
     with exit_on_errors(debug):
         found = inspect_model(model)
-        if output_format is ListFormat.json:
-            emit(render_inspect_json(found), output)
-        else:
-            emit(lambda console: render_inspect_console(found, console), output)
+        emit_listing(
+            output_format, lambda: render_inspect_json(found), lambda c: render_inspect_console(found, c), output
+        )
