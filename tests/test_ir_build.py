@@ -47,11 +47,12 @@ def test_an_op_view_is_immutable_and_reads_its_fields_by_name() -> None:
 
 
 def test_attributes_and_bodies_in_one_pass_agree_with_the_two_readers() -> None:
-    """protos.attributes_and_bodies (what the IR builder reads) gives node_attributes and subgraphs_of of a node: a
-    plain attribute over its schema's defaults, a body (GRAPH), a list of bodies (GRAPHS) named ``name[k]``."""
+    """protos.attributes_and_bodies (what the IR builder and node_attributes read) gives a node's plain attributes
+    over its schema's defaults (each as onnx's get_attribute_value reads it) and subgraphs_of's bodies: a body
+    (GRAPH), a list of bodies (GRAPHS) named ``name[k]``."""
     from onnx import TensorProto, helper
 
-    from onnxroof.core.protos import attributes_and_bodies, default_attributes, node_attributes, subgraphs_of
+    from onnxroof.core.protos import _attr_value, attributes_and_bodies, default_attributes, subgraphs_of
 
     body = helper.make_graph([], "b", [], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])])
     nodes = [
@@ -62,8 +63,9 @@ def test_attributes_and_bodies_in_one_pass_agree_with_the_two_readers() -> None:
     ]
     for node in nodes:
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
-        both = attributes_and_bodies(node, default_attributes(node.op_type, 17, domain))
-        assert both == (node_attributes(node, 17), subgraphs_of(node))
+        defaults = default_attributes(node.op_type, 17, domain)
+        plain = {a.name: _attr_value(a) for a in node.attribute if a.type not in (a.GRAPH, a.GRAPHS)}
+        assert attributes_and_bodies(node, defaults) == ({**defaults, **plain}, subgraphs_of(node))
     assert attributes_and_bodies(nodes[1], default_attributes("LeakyRelu", 17, ""))[0] == {"alpha": 0.5}
     assert list(attributes_and_bodies(nodes[3], {})[1]) == ["bodies[0]", "bodies[1]"]
     assert attributes_and_bodies(nodes[0], default_attributes("LeakyRelu", 17, ""))[0]["alpha"] == pytest.approx(0.01)

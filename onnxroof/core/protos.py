@@ -47,14 +47,10 @@ def _attr_value(attr: onnx.AttributeProto) -> Any:
 
 
 def node_attributes(node: onnx.NodeProto, opset: int) -> dict[str, Any]:
-    """The node's attributes with the schema's defaults filled in (as the reference evaluator does)."""
-    domain = normalize_domain(node.domain)
-    attrs = dict(_schema_defaults(node.op_type, opset, domain))
-    for attr in node.attribute:
-        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            continue
-        attrs[attr.name] = _attr_value(attr)
-    return attrs
+    """The node's attributes with the schema's defaults filled in (as the reference evaluator does): those of
+    :func:`attributes_and_bodies`."""
+    defaults = default_attributes(node.op_type, opset, normalize_domain(node.domain))
+    return attributes_and_bodies(node, defaults)[0]
 
 
 def attributes_and_bodies(
