@@ -123,9 +123,20 @@ class NodeTable(RowTable[NodeResult]):
     shares its NodeCost and figures with its row's node. None: every node was placed on its own."""
 
     VIEW = NodeResult
+    SHARED = frozenset(("state", "kind", "note", "precision", *COST_FIELDS, *FIGURES))
+    """What a node takes from the node it shares its row with (:attr:`shared`): its NodeCost (state, kind, note,
+    cost), precision and placed figures."""
 
     def __len__(self) -> int:
         return len(self.ops)
+
+    def sources(self) -> Rows | None:
+        """The node each node shares its NodeCost and figures with (its row's placed node; itself when it has
+        its own), None when every node was placed on its own."""
+        if self.shared is None:
+            return None
+        placed, inverse = self.shared
+        return placed[inverse]
 
     def distinct(self) -> tuple[list[int], list[int]]:
         """The distinct nodes (the rows placed, in order) and how many nodes share each: what sums over the
