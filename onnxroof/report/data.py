@@ -131,7 +131,16 @@ def json_texts(values: list[Any]) -> list[str]:
 
 
 def _json_text(value: Any) -> str:
-    return encode_basestring(value) if isinstance(value, str) else _COMPACT.encode(value)
+    """``value`` as ``_COMPACT.encode`` writes it; text, and a tuple of text (a kernel's member ids or op types),
+    without building an encoder for it."""
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if type(value) is tuple:
+        try:
+            return "[" + ", ".join(map(encode_basestring, value)) + "]"
+        except TypeError:  # not all text (a shape's dims, None)
+            pass
+    return _COMPACT.encode(value)
 
 
 def _negative_zero(distinct: Iterable[Any], values: list[Any]) -> bool:
