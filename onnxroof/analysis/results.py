@@ -123,9 +123,11 @@ class NodeTable(RowTable[NodeResult]):
     shares its NodeCost and figures with its row's node. None: every node was placed on its own."""
 
     VIEW = NodeResult
-    SHARED = frozenset(("state", "kind", "note", "precision", *COST_FIELDS, *FIGURES))
-    """What a node takes from the node it shares its row with (:attr:`shared`): its NodeCost (state, kind, note,
-    cost), precision and placed figures."""
+    SHARED = frozenset(("op_type", "domain", "dtype", "state", "kind", "note", "precision", *COST_FIELDS, *FIGURES))
+    """What a node holds as the node it shares its row with does (:attr:`shared`): its NodeCost (state, kind, note,
+    cost), precision and placed figures; and its op type, domain and dtype, which both keys the cost stage shares
+    a row by hold (:func:`~onnxroof.costing.node.cost_signature`, :func:`~onnxroof.costing.node.folded_signature`;
+    not its shapes: folded nodes of one type and dtype share a row whatever their shapes)."""
 
     def __len__(self) -> int:
         return len(self.ops)
