@@ -262,9 +262,9 @@ def _layout_chains(ctx: FindingContext) -> Iterable[Finding]:
     if ctx.analysis.ir is None:
         return
     rule = RULES["OR004"]
-    kernels = ctx.analysis.kernels
-    latency = kernels.figures.latency_s.tolist()
-    most = sum(len(ids) * t for ids, t, copy in zip(kernels.node_ids, latency, kernels.layout, strict=True) if copy)
+    placed = ctx.analysis.kernels
+    latency = placed.figures.latency_s.tolist()
+    most = sum(len(ids) * t for ids, t, copy in zip(placed.node_ids, latency, placed.layout, strict=True) if copy)
     if ctx.share(most) * (1 + 1e-9) < LAYOUT_CHAIN_SHARE:
         return  # even counted once per member node, the copies left after fusion take too little time
     table = ctx.analysis.nodes
