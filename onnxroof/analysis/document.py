@@ -80,10 +80,11 @@ def kernel_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
     return analysis.kernels.records(fix=finite_column)
 
 
-def node_columns(analysis: Analysis, lists: bool = True) -> Iterator[dict[str, list[Any]]]:
+def node_columns(analysis: Analysis, lists: bool = True, gather: bool = False) -> Iterator[dict[str, Any]]:
     """:func:`node_records` as runs of columns (:meth:`~onnxroof.roofline.rows.RowTable.column_chunks`; with
-    ``lists=False`` sequences may be tuples)."""
-    return analysis.nodes.column_chunks(fix=finite_column, fields=NODE_FIELDS, lists=lists)
+    ``lists=False`` sequences may be tuples; with ``gather`` the fields nodes share come as
+    :class:`~onnxroof.roofline.rows.Gathered` runs)."""
+    return analysis.nodes.column_chunks(fix=finite_column, fields=NODE_FIELDS, lists=lists, gather=gather)
 
 
 def kernel_columns(analysis: Analysis, lists: bool = True) -> Iterator[dict[str, list[Any]]]:

@@ -256,9 +256,17 @@ def _low_intensity_convs(ctx: FindingContext) -> Iterable[Finding]:
 
 
 def _layout_chains(ctx: FindingContext) -> Iterable[Finding]:
+    """OR004. A chain's time is that of the copy kernels (``layout``) holding its nodes, each once per chain; a
+    kernel counts in at most as many chains as it has member nodes, so ``Σ_k latency_k · |members_k|`` over the
+    copy kernels bounds the chains' time: when that is below the share, no chain is looked for."""
     if ctx.analysis.ir is None:
         return
     rule = RULES["OR004"]
+    placed = ctx.analysis.kernels
+    latency = placed.figures.latency_s.tolist()
+    most = sum(len(ids) * t for ids, t, copy in zip(placed.node_ids, latency, placed.layout, strict=True) if copy)
+    if ctx.share(most) * (1 + 1e-9) < LAYOUT_CHAIN_SHARE:
+        return  # even counted once per member node, the copies left after fusion take too little time
     table = ctx.analysis.nodes
     movers = {
         op.id

@@ -123,9 +123,22 @@ class NodeTable(RowTable[NodeResult]):
     shares its NodeCost and figures with its row's node. None: every node was placed on its own."""
 
     VIEW = NodeResult
+    SHARED = frozenset(("op_type", "domain", "dtype", "state", "kind", "note", "precision", *COST_FIELDS, *FIGURES))
+    """What a node holds as the node it shares its row with does (:attr:`shared`): its NodeCost (state, kind, note,
+    cost), precision and placed figures; and its op type, domain and dtype, which both keys the cost stage shares
+    a row by hold (:func:`~onnxroof.costing.node.cost_signature`, :func:`~onnxroof.costing.node.folded_signature`;
+    not its shapes: folded nodes of one type and dtype share a row whatever their shapes)."""
 
     def __len__(self) -> int:
         return len(self.ops)
+
+    def sources(self) -> Rows | None:
+        """The node each node shares its NodeCost and figures with (its row's placed node; itself when it has
+        its own), None when every node was placed on its own."""
+        if self.shared is None:
+            return None
+        placed, inverse = self.shared
+        return placed[inverse]
 
     def distinct(self) -> tuple[list[int], list[int]]:
         """The distinct nodes (the rows placed, in order) and how many nodes share each: what sums over the

@@ -23,6 +23,7 @@ from onnxroof.analysis.document import (
 )
 from onnxroof.analysis.select import TableLevel
 from onnxroof.roofline.kernels import KernelResult
+from onnxroof.roofline.rows import Gathered
 
 #: One encoder for every item: ``json.dumps`` with keyword arguments builds a new encoder per call, and the long
 #: lists call it once per node and kernel.
@@ -44,7 +45,7 @@ def json_chunks(analysis: Analysis) -> Iterator[str]:
     the result columns: a file written from these never holds the whole document (a million-node report is
     ~0.8 GB of text, and its node dicts would be another GB)."""
     document = to_dict(analysis, lazy=True)
-    document["nodes"] = EncodedItems(json_items(node_columns(analysis, lists=False)))
+    document["nodes"] = EncodedItems(json_items(node_columns(analysis, lists=False, gather=True)))
     document["kernels"] = EncodedItems(json_items(kernel_columns(analysis, lists=False)))
     return document_chunks(document)
 
@@ -56,15 +57,48 @@ class EncodedItems(NamedTuple):
     runs: Iterator[str]
 
 
-def json_items(chunks: Iterable[dict[str, list[Any]]]) -> Iterator[str]:
-    """Each run of rows given as columns (field name -> the rows' values) as its rows' compact JSON objects,
-    one per line: the text ``_COMPACT.encode`` gives each row's dict, made a column at a time
-    (:func:`json_texts`) and put into a row template of the field names."""
+def json_items(chunks: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """Each run of rows given as columns (field name -> the rows' values, or a :class:`~onnxroof.roofline.rows.
+    Gathered` run) as its rows' compact JSON objects, one per line: the text ``_COMPACT.encode`` gives each row's
+    dict, made a column at a time (:func:`json_texts`) and put into a row template of the field names.
+
+    Neighbouring gathered fields read through one row map are written together: their ``"name": value`` text
+    once per distinct row, then given to each row as one slot of the template."""
     for columns in chunks:
-        names = (encode_basestring(name).replace("%", "%%") for name in columns)
-        template = "{" + ", ".join(f"{name}: %s" for name in names) + "}"
-        texts = [json_texts(values) for values in columns.values()]
+        slots: list[str] = []
+        texts: list[list[str]] = []
+        for names, values in _runs(columns):
+            part = ", ".join(f"{encode_basestring(name).replace('%', '%%')}: %s" for name in names)
+            if isinstance(values, Gathered):
+                pieces = [json_texts(column) for column in values.values]
+                distinct = [part % row for row in zip(*pieces, strict=True)]
+                texts.append(list(map(distinct.__getitem__, values.rows.tolist())))
+                slots.append("%s")
+            else:
+                texts.append(json_texts(values))
+                slots.append(part)
+        template = "{" + ", ".join(slots) + "}"
         yield _ITEM_SEPARATOR.join([template % row for row in zip(*texts, strict=True)])
+
+
+def _runs(columns: dict[str, Any]) -> Iterator[tuple[list[str], Any]]:
+    """The columns in order, a plain column alone (its name and values) and each run of neighbouring
+    :class:`Gathered` columns through one row map as one (their names, and a Gathered of their value lists)."""
+    names: list[str] = []
+    run: list[list[Any]] = []
+    rows = None
+    for name, values in columns.items():
+        if run and not (isinstance(values, Gathered) and values.rows is rows):
+            yield names, Gathered(run, rows)  # type: ignore[arg-type]  # set with the run
+            names, run = [], []
+        if isinstance(values, Gathered):
+            names.append(name)
+            run.append(values.values)
+            rows = values.rows
+        else:
+            yield [name], values
+    if run:
+        yield names, Gathered(run, rows)  # type: ignore[arg-type]
 
 
 def json_texts(values: list[Any]) -> list[str]:
@@ -97,7 +131,16 @@ def json_texts(values: list[Any]) -> list[str]:
 
 
 def _json_text(value: Any) -> str:
-    return encode_basestring(value) if isinstance(value, str) else _COMPACT.encode(value)
+    """``value`` as ``_COMPACT.encode`` writes it; text, and a tuple of text (a kernel's member ids or op types),
+    without building an encoder for it."""
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if type(value) is tuple:
+        try:
+            return "[" + ", ".join(map(encode_basestring, value)) + "]"
+        except TypeError:  # not all text (a shape's dims, None)
+            pass
+    return _COMPACT.encode(value)
 
 
 def _negative_zero(distinct: Iterable[Any], values: list[Any]) -> bool:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ClassVar, TypeVar, overload
+from typing import Any, ClassVar, NamedTuple, TypeVar, overload
 
 import numpy as np
+import numpy.typing as npt
 
 
 class Field:
@@ -36,6 +37,10 @@ class Field:
         """The values of rows ``start:stop``, as :meth:`read` gives each (subclasses read a column at once)."""
         return [self.read(table, row) for row in range(start, stop)]
 
+    def at(self, table: Any, rows: list[int]) -> list[Any]:
+        """The values of ``rows`` (any rows, in that order), as :meth:`read` gives each."""
+        return [self.read(table, row) for row in rows]
+
 
 class Column(Field):
     """A field read from the table's column of the same name (``table.<name>[row]``, or
@@ -50,7 +55,15 @@ class Column(Field):
     def column(self, table: Any, start: int, stop: int) -> list[Any]:
         part = table if self.source is None else getattr(table, self.source)
         values = getattr(part, self.name)[start:stop]
-        listed: list[Any] = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        return self._nulled(values.tolist() if isinstance(values, np.ndarray) else list(values))
+
+    def at(self, table: Any, rows: list[int]) -> list[Any]:
+        part = table if self.source is None else getattr(table, self.source)
+        values = getattr(part, self.name)
+        listed = values[rows].tolist() if isinstance(values, np.ndarray) else list(map(values.__getitem__, rows))
+        return self._nulled(listed)
+
+    def _nulled(self, listed: list[Any]) -> list[Any]:
         if self.nan_is_none:
             return [None if value != value else value for value in listed]  # NaN is the one value unequal to itself
         return listed
@@ -78,6 +91,10 @@ class CostColumn(Field):
         name = self.name
         return [getattr(cost, name) for cost in table.costs[start:stop]]
 
+    def at(self, table: Any, rows: list[int]) -> list[Any]:
+        name, costs = self.name, table.costs
+        return [getattr(costs[row], name) for row in rows]
+
 
 class ItemField(Field):
     """A field read from the row's entry of one of the table's tuples of objects
@@ -94,6 +111,10 @@ class ItemField(Field):
     def column(self, table: Any, start: int, stop: int) -> list[Any]:
         name = self.attribute or self.name
         return [getattr(item, name) for item in getattr(table, self.items)[start:stop]]
+
+    def at(self, table: Any, rows: list[int]) -> list[Any]:
+        name, items = self.attribute or self.name, getattr(table, self.items)
+        return [getattr(items[row], name) for row in rows]
 
 
 class RowView:
@@ -145,6 +166,19 @@ class RowView:
 View = TypeVar("View", bound=RowView)
 
 
+class Gathered(NamedTuple):
+    """A run of a column given as the values of the distinct rows it reads (``values``) and each row's place among
+    them (``rows``): row ``i`` of the run holds ``values[rows[i]]``. What :meth:`RowTable.column_chunks` gives
+    with ``gather`` for a field the table shares between rows (:attr:`RowTable.SHARED`)."""
+
+    values: list[Any]
+    rows: npt.NDArray[np.intp]
+
+    def expand(self) -> list[Any]:
+        """The run's values, one per row."""
+        return list(map(self.values.__getitem__, self.rows.tolist()))
+
+
 def _column(view: type[RowView], name: str, table: Any, start: int, stop: int) -> list[Any]:
     """Rows ``start:stop`` of field ``name``: a column read at once for a :class:`Field`, else (a computed
     property) row by row through views."""
@@ -159,9 +193,16 @@ class RowTable(Sequence[View]):
     iterating build :class:`RowView` s on demand; two tables are equal when their rows are."""
 
     VIEW: ClassVar[type[RowView]]
+    SHARED: ClassVar[frozenset[str]] = frozenset()
+    """The fields whose value in a row is the value in its source row (:meth:`sources`)."""
 
     def __len__(self) -> int:
         raise NotImplementedError
+
+    def sources(self) -> npt.NDArray[np.intp] | None:
+        """Each row's source row, whose :attr:`SHARED` fields it holds too (rows placed once and given to
+        several); None when every row is its own."""
+        return None
 
     @overload
     def __getitem__(self, row: int) -> View: ...
@@ -185,22 +226,40 @@ class RowTable(Sequence[View]):
         fix: Callable[[list[Any]], list[Any]] | None = None,
         fields: Sequence[str] | None = None,
         lists: bool = True,
-    ) -> Iterator[dict[str, list[Any]]]:
+        gather: bool = False,
+    ) -> Iterator[dict[str, Any]]:
         """The rows' fields as plain columns, ``chunk`` rows at a time: for each run of rows, a dict from field
         name to the list of those rows' values, as :meth:`RowView.to_dict` gives them (the view's
         :meth:`RowView.plain_columns`). Each column is read at once, without a view and a descriptor call per
         field and row, and no more than ``chunk`` rows' values are held at once. ``fix``, when given, maps each
         column's values before they are made plain (e.g. non-finite floats to None, once per column rather
         than per value); ``fields``: which fields, in that order (default: the view's ``FIELDS``); ``lists``: as
-        :meth:`RowView.plain_columns` takes it."""
+        :meth:`RowView.plain_columns` takes it. ``gather``: a :attr:`SHARED` field of a table whose rows share
+        sources (:meth:`sources`) comes as a :class:`Gathered` run, read from the run's distinct source rows
+        only (for a writer that handles each distinct value once)."""
         view = self.VIEW
         names = view.FIELDS if fields is None else tuple(fields)
+        sources = self.sources() if gather else None
+        shared = [name for name in names if name in self.SHARED] if sources is not None else []
         for start in range(0, len(self), chunk):
             stop = min(start + chunk, len(self))
-            columns = {name: _column(view, name, self, start, stop) for name in names}
+            columns: dict[str, Any] = {
+                name: _column(view, name, self, start, stop) for name in names if name not in shared
+            }
             if fix is not None:
                 columns = {name: fix(values) for name, values in columns.items()}
-            yield view.plain_columns(columns, lists)
+            columns = view.plain_columns(columns, lists)
+            if not shared:
+                yield columns
+                continue
+            assert sources is not None
+            distinct, rows = np.unique(sources[start:stop], return_inverse=True)
+            read = distinct.tolist()
+            values = {name: getattr(view, name).at(self, read) for name in shared}
+            if fix is not None:
+                values = {name: fix(column) for name, column in values.items()}
+            gathered = {name: Gathered(column, rows) for name, column in view.plain_columns(values, lists).items()}
+            yield {name: columns[name] if name in columns else gathered[name] for name in names}
 
     def records(
         self,
