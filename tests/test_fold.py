@@ -38,7 +38,8 @@ def test_the_fold_and_reinference_shape_the_range_without_the_fallback(monkeypat
         raise AssertionError("propagate_fallback ran though nothing was left to shape")
 
     monkeypatch.setattr(reader, "propagate_fallback", refuse)
-    monkeypatch.setattr(reader, "seed_range_lengths", lambda model: 0)  # the path taken when no length is known
+    # the path taken when no length is known
+    monkeypatch.setattr(reader, "seed_range_lengths", lambda model, positions=None: 0)
     loaded = load_model(_range_model(), {"n": 3})
     for name in ("r", "y"):
         dims = [d.dim_value for d in loaded.value_types[name].tensor_type.shape.dim]

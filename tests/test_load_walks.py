@@ -195,12 +195,12 @@ def test_the_scan_tells_what_binding_needs_of_the_main_graph() -> None:
 
     model = _nested_model()
     assert scan_model(model).main == MainGraphFacts(
-        output_slots=4, bodies=True, value_info=False, ranges=False, attributes=True
+        output_slots=4, bodies=True, value_info=False, ranges=(), attributes=True
     )
     assert not scan_model(model).main.countable
     chain = _typed_chain()
     assert scan_model(chain).main == MainGraphFacts(
-        output_slots=2, bodies=False, value_info=False, ranges=False, attributes=False
+        output_slots=2, bodies=False, value_info=False, ranges=(), attributes=False
     )
     assert scan_model(chain).main.countable
     chain.graph.node.append(helper.make_node("Range", ["s", "l", "d"], ["r"], domain="custom"))
@@ -208,7 +208,7 @@ def test_the_scan_tells_what_binding_needs_of_the_main_graph() -> None:
     chain.graph.node.append(helper.make_node("Range", ["s", "l", "d"], ["r2"]))
     chain.graph.value_info.append(helper.make_tensor_value_info("r2", TensorProto.INT64, [3]))
     facts = scan_model(chain).main
-    assert (facts.output_slots, facts.ranges, facts.value_info, facts.countable) == (4, True, True, False)
+    assert (facts.output_slots, facts.ranges, facts.value_info, facts.countable) == (4, (3,), True, False)
 
 
 def test_the_scan_tells_whether_a_node_holds_an_attribute_and_binding_reads_them_only_then() -> None:

@@ -78,7 +78,7 @@ def test_a_known_range_is_shaped_by_one_inference(monkeypatch: pytest.MonkeyPatc
 def test_the_types_are_the_fold_and_reinference_s(monkeypatch: pytest.MonkeyPatch, seq: int, past: int) -> None:
     dims = {"batch": 2, "seq_len": seq, "past_len": past}
     seeded = load_model(_decoder_positions(), dims)
-    monkeypatch.setattr(reader, "seed_range_lengths", lambda model: 0)
+    monkeypatch.setattr(reader, "seed_range_lengths", lambda model, positions=None: 0)
     folded = load_model(_decoder_positions(), dims)
     assert dict(seeded.value_types) == dict(folded.value_types)
     assert _dims(seeded, "positions") == [seq]
@@ -118,3 +118,21 @@ def test_a_float_range_or_one_of_non_scalars_is_left_to_onnx(kind: str) -> None:
     else:
         one.attribute[0].t.CopyFrom(helper.make_tensor("one", TensorProto.INT64, [1], [1]))
     assert seed_range_lengths(model) == 0
+
+
+def test_the_scan_s_range_positions_are_the_ones_seeded() -> None:
+    """Given the positions of the Range nodes (the read stage's scan), only those nodes are looked at: the scan's
+    positions seed what a walk finds, and an empty list seeds nothing."""
+    from onnxroof.load.checks import scan_model
+
+    model = _decoder_positions()
+    for dim, value in zip(model.graph.input[0].type.tensor_type.shape.dim, (1, 3), strict=True):
+        dim.dim_value = value
+    for dim, value in zip(model.graph.input[1].type.tensor_type.shape.dim, (1, 2, 7, 8), strict=True):
+        dim.dim_value = value
+    positions = scan_model(model).main.ranges
+    assert [model.graph.node[i].op_type for i in positions] == ["Range"]
+    walked, given, none = (onnx.ModelProto.FromString(model.SerializeToString()) for _ in range(3))
+    assert seed_range_lengths(walked) == seed_range_lengths(given, positions) == 1
+    assert list(walked.graph.value_info) == list(given.graph.value_info)
+    assert seed_range_lengths(none, ()) == 0 and not none.graph.value_info

@@ -66,15 +66,16 @@ class MainGraphFacts:
     """What :func:`scan_model` finds of the main graph's nodes that spares each binding a walk over them.
 
     ``output_slots``: Σ ``len(node.output)`` (empty names included); ``bodies``: whether a node holds a body (If,
-    Loop...); ``value_info``: whether the file gives the graph ``value_info`` of its own; ``ranges``: whether a
-    default-domain ``Range`` is among the nodes (:func:`~onnxroof.load.ranges.seed_range_lengths` has work);
+    Loop...); ``value_info``: whether the file gives the graph ``value_info`` of its own; ``ranges``: the positions
+    of the default-domain ``Range`` nodes, in file order (empty: :func:`~onnxroof.load.ranges.seed_range_lengths`
+    has no work; otherwise it looks at them only, without walking the nodes to find them);
     ``attributes``: whether a node holds an attribute (binding changes none: when none does, the IR is built
     without reading them, :func:`~onnxroof.core.ir.build_ir`)."""
 
     output_slots: int
     bodies: bool
     value_info: bool
-    ranges: bool
+    ranges: tuple[int, ...]
     attributes: bool
 
     @property
@@ -146,14 +147,16 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
         external.extend(t for t in graph.initializer if t.data_location == TensorProto.EXTERNAL)
         weight_bytes += sum(_stored_bytes(t) for t in graph.initializer)
         bodies: list[onnx.GraphProto] = []
-        slots, ranges, attributed = 0, False, False
-        for node in graph.node:
+        slots, attributed = 0, False
+        ranges: list[int] = []
+        for position, node in enumerate(graph.node):
             slots += len(node.output)
             op_type, domain = node.op_type, node.domain
             if not isinstance(op_type, str) or not isinstance(domain, str):  # not valid UTF-8 in the file
                 undecodable.append(f"node '{_text(node.name)}' ({_text(op_type)}, graph '{_text(graph.name)}')")
                 continue
-            ranges = ranges or (op_type == "Range" and domain in ("", "ai.onnx"))
+            if op_type == "Range" and domain in ("", "ai.onnx"):
+                ranges.append(position)
             if version is not None and domain in ("", "ai.onnx"):
                 known = registered.get(op_type)
                 if known is None:
@@ -164,7 +167,7 @@ def scan_model(model: onnx.ModelProto) -> ModelScan:
                 attributed = True
                 weight_bytes += attributes(node, op_type, domain, bodies)
         if is_main:
-            main = MainGraphFacts(slots, bool(bodies), len(graph.value_info) > 0, ranges, attributed)
+            main = MainGraphFacts(slots, bool(bodies), len(graph.value_info) > 0, tuple(ranges), attributed)
         for body in bodies:  # after the graph's own nodes, as all_graphs yields them
             visit(body, False)
 

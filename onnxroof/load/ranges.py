@@ -12,7 +12,7 @@ carries it on (a static dim in an existing ``value_info`` is kept where inferenc
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -24,14 +24,16 @@ from onnxroof.load.node_shapes import SMALL_CONSTANT_LIMIT, is_static
 from onnxroof.load.shapes import constant_value, shape_value
 
 
-def seed_range_lengths(model: onnx.ModelProto) -> int:
+def seed_range_lengths(model: onnx.ModelProto, positions: Sequence[int] | None = None) -> int:
     """Give each main-graph ``Range`` whose ``start``, ``limit`` and ``delta`` are known (:func:`known_values`) a
     ``value_info`` of shape ``[n]``, ``n = max(⌈(limit − start) / delta⌉, 0)`` (ONNX's definition of ``Range``),
     in the dtype of ``start``; ``model`` is changed in place. A ``Range`` whose output already has a
     ``value_info`` or is a graph output, whose inputs are not all known integer scalars, or whose ``delta`` is 0
-    is left to inference and the fallbacks. Returns how many were seeded."""
+    is left to inference and the fallbacks. Returns how many were seeded. ``positions``: those of the main
+    graph's default-domain ``Range`` nodes when known (the read stage's scan,
+    :attr:`~onnxroof.load.checks.MainGraphFacts.ranges`); None: found here, by a walk over every node."""
     graph = model.graph
-    positions, ranges = _ranges(graph)
+    positions, ranges = _ranges(graph, positions)
     if not ranges:
         return 0
     opset = next((o.version for o in model.opset_import if not normalize_domain(o.domain)), 1)
@@ -46,11 +48,13 @@ def seed_range_lengths(model: onnx.ModelProto) -> int:
     return seeded
 
 
-def _ranges(graph: onnx.GraphProto) -> tuple[list[int], list[onnx.NodeProto]]:
-    """The positions of the default-domain ``Range`` nodes, and those of them to seed: three inputs, an output
-    without a ``value_info`` of its own that is not a graph output."""
+def _ranges(graph: onnx.GraphProto, known: Sequence[int] | None) -> tuple[Sequence[int], list[onnx.NodeProto]]:
+    """The positions of the default-domain ``Range`` nodes (``known``, or found here), and those of them to seed:
+    three inputs, an output without a ``value_info`` of its own that is not a graph output."""
     nodes = graph.node
-    positions = [i for i, n in enumerate(nodes) if n.op_type == "Range" and not normalize_domain(n.domain)]
+    positions = known
+    if positions is None:
+        positions = [i for i, n in enumerate(nodes) if n.op_type == "Range" and not normalize_domain(n.domain)]
     if not positions:
         return positions, []
     described = {v.name for v in graph.value_info} | {v.name for v in graph.output}
@@ -90,8 +94,14 @@ def known_values(graph: onnx.GraphProto, names: Sequence[str], opset: int, befor
     decoder). A name produced elsewhere is not known (its ``Range`` is left to inference)."""
     producer = _producers(graph.node, before, set(names))
     initializers = {t.name: t for t in graph.initializer}
-    static = {v.name: _static_dims(v.type) for v in graph.input}
-    static.update((t.name, list(t.dims)) for t in graph.initializer)
+    inputs = {v.name: v for v in graph.input}
+
+    def static(name: str) -> list[int] | None:  # an initializer's dims, else a graph input's when static
+        tensor = initializers.get(name)
+        if tensor is not None:
+            return list(tensor.dims)
+        value = inputs.get(name)
+        return None if value is None else _static_dims(value.type)
     found: dict[str, np.ndarray | None] = {}
     stack = list(names)
     while stack:
@@ -138,7 +148,7 @@ def _evaluable(node: onnx.NodeProto) -> bool:
 
 
 def _outputs_without_inputs(
-    node: onnx.NodeProto, static: Mapping[str, list[int] | None]
+    node: onnx.NodeProto, static: Callable[[str], list[int] | None]
 ) -> dict[str, np.ndarray | None]:
     """A ``Constant``'s value, ``Shape``/``Size`` of a statically shaped graph input or initializer; None for
     every output of any other node that cannot be evaluated here."""
@@ -150,7 +160,7 @@ def _outputs_without_inputs(
             except Exception:  # dims that contradict the data, an unknown dtype: not known here, never raised
                 value = None
         elif node.op_type in ("Shape", "Size") and node.input:
-            dims = static.get(node.input[0])
+            dims = static(node.input[0])
             value = shape_value(node, dims) if dims is not None else None
     return {name: value if i == 0 else None for i, name in enumerate(node.output) if name}
 

@@ -301,8 +301,8 @@ def _prepare(
         dims = shape_bindings(model, shapes, dims)
     bound, bind_warnings = bind_dims(model, dims or {})
     warnings += bind_warnings
-    if file.main is None or file.main.ranges:
-        seed_range_lengths(model)  # one inference where a Range's length is known from the bound dims
+    if file.main is None or file.main.ranges:  # one inference where a Range's length is known from the bound dims
+        seed_range_lengths(model, None if file.main is None else file.main.ranges)
     large = large_integer_input(model)
     if large is not None:
         warnings.append(
