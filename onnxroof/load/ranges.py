@@ -102,6 +102,7 @@ def known_values(graph: onnx.GraphProto, names: Sequence[str], opset: int, befor
             return list(tensor.dims)
         value = inputs.get(name)
         return None if value is None else _static_dims(value.type)
+
     found: dict[str, np.ndarray | None] = {}
     stack = list(names)
     while stack:
