@@ -1,3 +1,3 @@
-from onnxroof.cli import main
+from onnxroof.cli import run
 
-main()
+run()

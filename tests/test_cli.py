@@ -849,6 +849,43 @@ def test_installed_entry_point(tmp_path: Path, launcher: str) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "status", "quick"),
+    [
+        (["report", str(TRANSFORMER), "--dim", "batch=1", "--dim", "seq=16", "--format", "json"], 0, True),
+        (["report", "missing.onnx", "--format", "json"], 2, True),
+        (["platforms", "--format", "json"], 0, True),
+        (["check", "--help"], 0, False),
+        (["audit", "--help"], 0, False),
+        (["--help"], 0, False),
+    ],
+    ids=["report", "bad-input", "listing", "check", "audit", "help"],
+)
+def test_the_entry_point_ends_a_quick_exit_command_without_the_teardown(
+    args: list[str], status: int, quick: bool
+) -> None:
+    """``run`` (the ``onnxroof`` script, ``python -m onnxroof``) ends a command of the QUICK_EXIT modules with
+    ``os._exit`` once standard output and error are flushed: an ``atexit`` handler, part of the teardown, never
+    runs, while the output is whole (a JSON document larger than a pipe's buffer) and the status and error line
+    are kept; the other commands (process pools, Dask, measuring sessions; help lists them all) exit the usual
+    way, the handler run."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+        f"sys.argv = ['onnxroof', *{args!r}]\n"
+        "from onnxroof.cli import run\n"
+        "run()\n"
+    )
+    done = _run([sys.executable, "-c", code])
+    assert done.returncode == status, done.stderr
+    assert ("TEARDOWN" in done.stderr) is not quick, done.stderr
+    assert "Traceback" not in done.stderr
+    if args[0] == "report" and status == 0:
+        assert len(done.stdout) > 65536 and json.loads(done.stdout)["schema"] == 1
+    if status == 2:
+        assert done.stdout == "" and done.stderr.splitlines()[0].startswith("error:")
+
+
 def test_output_to_a_device_writes_through_it_and_never_replaces_it(tmp_path) -> None:
     """-o /dev/null must not rename a temporary file over the device (as root that would replace it)."""
     import stat as stat_module
