@@ -100,18 +100,19 @@ def main(args: Sequence[str] | None = None) -> None:
     ``gc.collect()``'s count after it; still 310 after 40 bindings in a row, peak RSS 62 -> 63 MB from the 5th to
     the 40th), so a command's memory does not grow for want of it, while its full passes over a large graph's live
     IR cost 7-12 % (the 200k chain's ``analyze()`` 8.9 -> 7.8 s; ``llm`` on the 7B decoder -7 % CPU, farm-bench
-    paired).
+    paired). It is off from before the command's imports: importing onnx, numpy and onnxroof allocates enough to run
+    ~80 collections, 12.5 ms of a 7B-shaped ``report`` (``gc.callbacks``, 3 runs: 12.5-12.8 ms).
     ``gc.freeze()`` at the end moves what is left out of the collection that interpreter shutdown still runs
     (teardown of the 7B report 52 -> 19 ms). The library itself never touches the collector or the environment."""
     chosen = list(sys.argv[1:] if args is None else args)
     modules = modules_for(chosen)
     if MEASURING.isdisjoint(modules):
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if COLLECTING.isdisjoint(modules):
+        gc.disable()  # before the imports, whose allocations trigger collections too
     load_commands(modules)
     from onnxroof.cli.common import app
 
-    if COLLECTING.isdisjoint(modules):
-        gc.disable()
     try:
         app(args=chosen, prog_name="onnxroof")
     finally:
