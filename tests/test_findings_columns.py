@@ -1,4 +1,4 @@
-"""What the findings read off the result columns: the kernel each node runs in (``KernelOf``), the layout-chain
+"""What the findings read off the result columns: the kernel each node runs in (``KernelsByNode``), the layout-chain
 rule's bound on the chains' time, and member lists written as JSON text."""
 
 from __future__ import annotations
@@ -7,21 +7,24 @@ import json
 from pathlib import Path
 
 from onnxroof import analyze
-from onnxroof.analysis.finding_context import FindingContext, KernelOf
+from onnxroof.analysis.finding_context import FindingContext
 from onnxroof.analysis.findings import _layout_chains
 from onnxroof.report.data import json_texts
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 
-def test_kernel_of_is_the_analysis_kernel_by_node() -> None:
+def test_the_kernel_of_each_node_is_the_kernel_listing_it() -> None:
+    """``Analysis.kernel_by_node`` (a ``KernelsByNode`` read off the member column) maps each member of each kernel
+    to that kernel, in kernel then member order, and nothing else; the findings read the same mapping."""
     analysis = analyze(SAMPLES / "tiny_transformer.onnx", platform="a100", dims={"batch": 1, "seq": 16})
-    kernel_of = KernelOf(analysis.kernels)
-    assert dict(kernel_of) == dict(analysis.kernel_by_node)
-    assert len(kernel_of) == len(analysis.kernel_by_node) > 0
-    first = next(iter(kernel_of))
-    assert first in kernel_of and "no such node" not in kernel_of
-    assert kernel_of.get("no such node") is None
+    by_node = analysis.kernel_by_node
+    expected = [(node, kernel.id) for kernel in analysis.kernels for node in kernel.node_ids]
+    assert [(node, by_node[node].id) for node in by_node] == expected
+    assert len(by_node) == len(expected) > len(analysis.kernels)
+    assert "no such node" not in by_node and by_node.get("no such node") is None
+    assert analysis.kernel_of(expected[-1][0]).id == expected[-1][1]
+    assert FindingContext(analysis).kernel_of is by_node
 
 
 def test_layout_chains_bound_is_never_below_the_chains_time() -> None:

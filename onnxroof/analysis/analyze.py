@@ -41,7 +41,7 @@ from onnxroof.load.reader import ModelFile
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.gpu import describe_time_model, time_model_for
-from onnxroof.roofline.kernels import KernelResult, KernelTable, place_kernels
+from onnxroof.roofline.kernels import KernelResult, KernelsByNode, KernelTable, place_kernels
 from onnxroof.roofline.pe_array import utilization
 from onnxroof.roofline.place import ROOFLINE, Floats, Objects, TimeModel, Work, floats
 from onnxroof.roofline.place import place as place_rows
@@ -101,8 +101,9 @@ class Analysis:
 
     @functools.cached_property
     def kernel_by_node(self) -> Mapping[str, KernelResult]:
-        """Node id -> the kernel it runs in (nodes that do not run are absent), built once."""
-        return MappingProxyType({node: kernel for kernel in self.kernels for node in kernel.node_ids})
+        """Node id -> the kernel it runs in (nodes that do not run are absent; :class:`~onnxroof.roofline.kernels.
+        KernelsByNode`: the lookup built once, a kernel's view made when looked up)."""
+        return KernelsByNode(self.kernels)
 
     def kernel_of(self, node_id: str) -> KernelResult | None:
         """The kernel a node runs in (None for nodes that do not run)."""

@@ -3,35 +3,14 @@ the kernel each node runs in, a node's neighbours and readers in the graph index
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from onnxroof.core.ir import implicit_reads
 
 if TYPE_CHECKING:
     from onnxroof.analysis.analyze import Analysis, NodeResult
-    from onnxroof.roofline.kernels import KernelResult, KernelTable
-
-
-class KernelOf(Mapping[str, "KernelResult"]):
-    """Node id -> the kernel it runs in (:attr:`onnxroof.analysis.analyze.Analysis.kernel_by_node`), read off the
-    kernels' member column: a view is made for the kernels looked up only."""
-
-    def __init__(self, kernels: KernelTable) -> None:
-        self._kernels = kernels
-        self._row = {node: row for row, members in enumerate(kernels.node_ids) for node in members}
-
-    def __getitem__(self, node_id: str) -> KernelResult:
-        return self._kernels[self._row[node_id]]
-
-    def __contains__(self, node_id: object) -> bool:
-        return node_id in self._row
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._row)
-
-    def __len__(self) -> int:
-        return len(self._row)
+    from onnxroof.roofline.kernels import KernelResult
 
 
 class FindingContext:
@@ -47,7 +26,7 @@ class FindingContext:
         self._rows_of: dict[str, list[int]] = {}
         for row, op in enumerate(ops):
             self._rows_of.setdefault(op.op_type, []).append(row)
-        self.kernel_of: Mapping[str, KernelResult] = KernelOf(analysis.kernels)
+        self.kernel_of: Mapping[str, KernelResult] = analysis.kernel_by_node
         self.index = analysis.index
         self.graph_outputs = frozenset(name for name, _, _ in analysis.model.outputs)
 

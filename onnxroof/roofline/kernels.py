@@ -15,7 +15,7 @@ left after fusion.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,3 +198,24 @@ def memory_bound_share(kernels: KernelTable) -> float:
     total = sum(latency)
     memory = [t for t, bound in zip(latency, kernels.figures.bound, strict=True) if bound == Bound.MEMORY]
     return sum(memory) / total if total > 0 else 0.0
+
+
+class KernelsByNode(Mapping[str, KernelResult]):
+    """Node id -> the kernel it runs in (nodes that run in none are absent), read off ``kernels``' member column:
+    a kernel's view is made when looked up, not one per kernel up front."""
+
+    def __init__(self, kernels: KernelTable) -> None:
+        self._kernels = kernels
+        self._row = {node: row for row, members in enumerate(kernels.node_ids) for node in members}
+
+    def __getitem__(self, node_id: str) -> KernelResult:
+        return self._kernels[self._row[node_id]]
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._row)
+
+    def __len__(self) -> int:
+        return len(self._row)
