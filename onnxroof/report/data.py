@@ -6,6 +6,7 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import groupby
 from json.encoder import encode_basestring
 from math import copysign
 from typing import Any, NamedTuple
@@ -84,21 +85,19 @@ def json_items(chunks: Iterable[dict[str, Any]]) -> Iterator[str]:
 def _runs(columns: dict[str, Any]) -> Iterator[tuple[list[str], Any]]:
     """The columns in order, a plain column alone (its name and values) and each run of neighbouring
     :class:`Gathered` columns through one row map as one (their names, and a Gathered of their value lists)."""
-    names: list[str] = []
-    run: list[list[Any]] = []
-    rows = None
-    for name, values in columns.items():
-        if run and not (isinstance(values, Gathered) and values.rows is rows):
-            yield names, Gathered(run, rows)  # type: ignore[arg-type]  # set with the run
-            names, run = [], []
-        if isinstance(values, Gathered):
-            names.append(name)
-            run.append(values.values)
-            rows = values.rows
+    for _, run in groupby(columns.items(), key=_run_key):
+        names, values = zip(*run, strict=True)
+        first = values[0]
+        if isinstance(first, Gathered):
+            yield list(names), Gathered([v.values for v in values], first.rows)
         else:
-            yield [name], values
-    if run:
-        yield names, Gathered(run, rows)  # type: ignore[arg-type]
+            yield list(names), first
+
+
+def _run_key(item: tuple[str, Any]) -> int | str:
+    """What neighbouring columns of one run share: a Gathered column's row map; a plain column's name (alone)."""
+    name, values = item
+    return id(values.rows) if isinstance(values, Gathered) else name
 
 
 def json_texts(values: list[Any]) -> list[str]:
