@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -32,6 +32,7 @@ from onnxroof.analysis.stages import (
 )
 from onnxroof.analysis.totals import OpTypeRow, Totals, build_totals, op_type_rows
 from onnxroof.analysis.whatif import WhatIf, whatif_warnings
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.gemm import array_gemm
 from onnxroof.core.index import GraphIndex
 from onnxroof.core.ir import ModelIR, OpView
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["Analysis", "ModelSummary", "NodeResult", "analyze", "place"]
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class Analysis:
     """Everything onnxroof knows about one model on one platform. Immutable."""
 

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+
+from onnxroof.core.frozen import frozen_dataclass
 
 if TYPE_CHECKING:
     from onnxroof.analysis.analyze import Analysis
@@ -37,7 +38,7 @@ LOW_UTILIZATION = 0.5
 LOW_UTILIZATION_SHARE = 0.10
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Finding:
     """One advisory: a stable rule id, a severity, the nodes at fault, the numbers and what to do."""
 
@@ -70,7 +71,7 @@ class Finding:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Rule:
     """A finding rule's metadata (SARIF ``reportingDescriptor``, docs)."""
 

@@ -12,18 +12,18 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.states import Role
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class PeakMemory:
     """The peak of live run-time buffers, bytes (module docstring), and the node running when it is reached."""
 

@@ -4,7 +4,6 @@ one row (:mod:`onnxroof.roofline.rows`), and :class:`ModelSummary` says what the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -12,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import OpView
 from onnxroof.core.node_cost import NodeCost
 from onnxroof.roofline.kernels import COST_FIELDS, Placed
@@ -106,7 +106,7 @@ class TableLevel(StrEnum):
     kernels = "kernels"
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class NodeTable(RowTable[NodeResult]):
     """Every node of a model as columns, in the IR's order; indexing or iterating gives :class:`NodeResult`
     views. ``costs``: each node's cost as placed (after ``skip_compute``); ``precision``: the platform precision it
@@ -154,7 +154,7 @@ class NodeTable(RowTable[NodeResult]):
         return self.figures.latency_s
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ModelSummary:
     """What the analyzed model is: its file, graph, producer, opset, node count, the dims bound and the graph's
     inputs and outputs as ``(name, shape, dtype)``."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -36,6 +36,7 @@ from onnxroof.analysis.stages import CostedModel, FusedModel
 from onnxroof.core.cost import Cost
 from onnxroof.core.descriptor import KernelDescriptor
 from onnxroof.core.errors import ModelError, ShapeUnknown
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.fusion.descriptor import describe
 from onnxroof.load.genai_config import read_genai_config
@@ -52,7 +53,7 @@ _POSITIONS = {  # (domain, op_type) -> ((past input, present output), ...): the 
 }
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class RuntimeUse:
     """What the runtime did to one analysis (module docstring)."""
 

@@ -24,11 +24,11 @@ import re
 import signal
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from onnxroof.analysis.results import TableLevel
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 
 if TYPE_CHECKING:
     from onnxroof.analysis.analyze import Analysis
@@ -73,7 +73,7 @@ def _match_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class RowFilter:
     """The rows asked for (module docstring); the default keeps every row in order."""
 

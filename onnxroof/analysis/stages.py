@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import MappingProxyType
@@ -37,6 +37,7 @@ from onnxroof.analysis.whatif import (
 from onnxroof.core.cost import merge_weights
 from onnxroof.core.descriptor import KernelDescriptor, accumulation_dtype, conv_geometry
 from onnxroof.core.errors import StrictError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.gemm import array_gemm
 from onnxroof.core.ir import ModelIR, OpView, build_ir
 from onnxroof.core.kernel import Kernel, Miss
@@ -67,7 +68,7 @@ def read(source: Source) -> ModelFile:
 # ------------------------------------------------------------------------------------------------- bind
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass(eq=False, repr=False)
 class BoundModel:
     """A model with its dims bound: the IR (with its graph index), the what-if knobs it was bound with (precision
     and ``compress_mem`` restate element sizes), the tensor densities, and what the later stages read of the
@@ -152,7 +153,7 @@ def model_summary(loaded: LoadedModel, ir: ModelIR) -> ModelSummary:
 # ------------------------------------------------------------------------------------------------- cost
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass(eq=False, repr=False)
 class CostedModel:
     """Every node of a bound model costed by its rule: one :class:`NodeCost` per op of the IR (what-if
     ``skip_compute`` applied), each node's efficiency class and the precision it asks for, the distinct weights,
@@ -363,7 +364,7 @@ def _shape_warnings(ir: ModelIR, nodes: Sequence[tuple[OpView, NodeCost]]) -> li
 # ------------------------------------------------------------------------------------------------- fuse
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass(eq=False, repr=False)
 class FusedModel:
     """The kernels a runtime's fusion profile makes of a costed model, in the order of their anchors, each with
     its descriptor; the candidates that did not fuse; and how each kernel launches.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
 from types import MappingProxyType
@@ -16,6 +15,7 @@ import numpy.typing as npt
 from onnxroof.analysis.liveness import PeakMemory
 from onnxroof.analysis.results import NodeTable
 from onnxroof.core.cost import Cost
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import NodeState
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.kernels import Bounds, KernelTable, fused_bounds, memory_bound_share
@@ -23,7 +23,7 @@ from onnxroof.roofline.kernels import Bounds, KernelTable, fused_bounds, memory_
 Bools = npt.NDArray[np.bool_]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class OpTypeRow:
     """The figures of every node of one op type, summed; ``share`` of the total predicted latency."""
 
@@ -38,7 +38,7 @@ class OpTypeRow:
     share: float  # of total predicted latency
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Totals:
     """The whole model's figures: costs, the three latencies (unfused, fused, ideal), layout traffic, energy."""
 

@@ -35,7 +35,7 @@ import json
 import math
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -43,6 +43,7 @@ import onnx
 
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import Restate, TensorInfo
 from onnxroof.core.protos import node_id
 from onnxroof.core.states import Role, TimeModelKind
@@ -77,7 +78,7 @@ class WhatIfError(OnnxroofError):
     """A what-if option or density file is malformed (names the option, file or key)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Densities:
     """Densities of a layer's weights, inputs and outputs; None: not given."""
 
@@ -89,7 +90,7 @@ class Densities:
         return {kind: value for kind in DENSITY_KINDS if (value := getattr(self, kind)) is not None}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class WhatIf:
     """The what-if knobs of one analysis (all off by default): one frozen object passed from the CLI through
     :func:`onnxroof.analyze`, :func:`onnxroof.studies.compare.compare` and :func:`onnxroof.studies.sweep.sweep`."""
@@ -245,7 +246,7 @@ def _density_value(value: object, where: str) -> float:
 # ------------------------------------------------------------------------------------------ tensor densities
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class DensityMap:
     """What each tensor's readers and writer say about its density; :meth:`of` resolves one tensor."""
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import onnx
 import onnx.defs
 
 from onnxroof.core.errors import MalformedNode
+from onnxroof.core.frozen import frozen_dataclass
 
 #: Attribute names that hold a ``TensorProto.DataType`` in ONNX's schemas (Cast ``to``, RandomNormal ``dtype``,
 #: QuantizeLinear ``output_dtype``, HannWindow ``output_datatype``...).
@@ -33,7 +33,7 @@ DTYPE_ATTRIBUTES = frozenset({"to", "dtype", "output_dtype", "output_datatype"})
 DATA_TYPES = frozenset(onnx.TensorProto.DataType.values())
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class NodeContract:
     """What a node must hold (module docstring). ``inputs``: (min, max) count of inputs, absent optional ones
     written as "" included; max None: no upper bound."""

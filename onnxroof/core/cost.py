@@ -14,13 +14,15 @@ Conventions (stated once, used everywhere):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
+
+from onnxroof.core.frozen import frozen_dataclass
 
 FLOPS_PER_MAC = 2
 """One multiply-accumulate = one multiply + one add = 2 FLOPs."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Cost:
     """Work and traffic of one node or kernel. Addable; ``Cost.zero()`` is the identity."""
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.gemm import GEMM_OPS, GemmShape
 from onnxroof.core.ir import OpView
 
@@ -23,7 +23,7 @@ def accumulation_dtype(dtype: str) -> str:
     return "float64" if dtype == "float64" else "float32"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class ConvGeometry:
     """A convolution as its implicit GEMM sees it: ``batch`` images, ``groups`` groups of ``in_per_group`` input and
     ``out_per_group`` output channels, a ``kernel`` window with ``strides`` and ``dilations`` (one entry per
@@ -72,7 +72,7 @@ def conv_geometry(op: OpView) -> ConvGeometry | None:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class KernelDescriptor:
     """A kernel as a time model sees it.
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeGuard
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import OpView, TensorInfo
 
 MATMUL, GEMM, CONV, CONV_TRANSPOSE = "matmul", "gemm", "conv", "conv_transpose"
@@ -57,7 +57,7 @@ GEMM_OPS: Mapping[str, tuple[str, int, int]] = MappingProxyType(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class GemmShape:
     """``groups`` independent products ``[m, k] · [k, n]`` (module docstring); None: not static."""
 

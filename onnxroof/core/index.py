@@ -17,10 +17,10 @@ View-ness is a rule fact, and core sits below the rules: the builder of the IR p
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.protos import subgraph_outer_inputs
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class _Op(Protocol):
     def subgraphs(self) -> Mapping[str, Any]: ...
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GraphIndex:
     """Producers, consumers and view aliases of one graph (see the module docstring)."""
 

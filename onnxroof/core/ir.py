@@ -23,7 +23,7 @@ import functools
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,6 +31,7 @@ import onnx
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ShapeUnknown
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.index import GraphIndex, IndexBuilder, build_dag
 from onnxroof.core.protos import (
     TypesSeen,
@@ -69,7 +70,7 @@ INTEGER_COMPUTE_INPUT: Mapping[str, int] = MappingProxyType(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class TensorInfo:
     """A value's static description. ``shape`` is None when the rank is unknown; a dim is None when
     unknown or symbolic. Never holds tensor data.
@@ -149,7 +150,7 @@ class OpView(NamedTuple):
         return "unknown"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ModelIR:
     """The whole graph: ops in topological order, every tensor, the graph index built with them; the DAG
     (:attr:`graph`) on first use."""
@@ -382,7 +383,7 @@ def _inputs(names: Sequence[str], tensors: Mapping[str, TensorInfo]) -> tuple[Te
     return tuple([tensors.get(name) or _unknown(name) if name else None for name in names])
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class _OpKind:
     """What every node of one op type shares (:func:`_op_kind`): op type and normalized domain (interned), opset,
     the schema's default attributes, whether it is a view, whether it is DequantizeLinear (:func:`_stored_size`),

@@ -7,9 +7,9 @@ analysis and the reports read them: a core type, so that no stage imports anothe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.frozen import frozen_dataclass
 
 SINGLE = "single"
 """The pattern text of a kernel no pattern applied to (one unfused node)."""
@@ -21,7 +21,7 @@ def pattern_text(patterns: Sequence[str]) -> str:
     return "+".join(patterns) if patterns else SINGLE
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Kernel:
     """Nodes a runtime executes as one kernel.
 
@@ -45,7 +45,7 @@ class Kernel:
         return pattern_text(self.patterns)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Miss:
     """A fusion candidate that did not fuse, and why."""
 

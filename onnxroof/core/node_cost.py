@@ -9,14 +9,15 @@ imports another stage's module for it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import ModelIR
 from onnxroof.core.states import NodeState, RuleKind
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class BodyRun:
     """The body a control-flow node runs, as costed: the ``If`` branch taken (or costed), a ``Loop``'s or a ``Scan``'s
     body; its IR, one :class:`NodeCost` per op of that IR (in its order) and how many times it runs per run of the
@@ -28,7 +29,7 @@ class BodyRun:
     iterations: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class NodeCost:
     """What costing one node (or one control-flow node with its bodies) yields.
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
 from typing import TypedDict, TypeVar, Unpack
@@ -51,6 +50,7 @@ from typing import TypedDict, TypeVar, Unpack
 from onnxroof.core.contracts import NO_CONTRACT, NodeContract, check_node, schema_contract
 from onnxroof.core.cost import Cost
 from onnxroof.core.errors import CostError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import OpView, TensorInfo
 from onnxroof.core.protos import normalize_domain
 from onnxroof.core.states import OpClass, Role, RuleKind, RuleStatus
@@ -80,7 +80,7 @@ _ENTRIES_ATTR = "__onnxroof_rules__"
 """The attribute on a rule function holding the :class:`RuleEntry` values its decorators recorded."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@frozen_dataclass(slots=True, eq=False)
 class RuleEntry:
     """One declared rule: the (domain, op type) it costs, its function and what the registry knows of it."""
 
@@ -216,7 +216,7 @@ class Family:
         return MappingProxyType(dict(self._classes))
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@frozen_dataclass(slots=True, eq=False)
 class Registry:
     """Every rule by (normalized domain, op_type), and the facts other stages read from them. Build it with
     :meth:`from_families` or :meth:`of`; the mappings are read-only."""

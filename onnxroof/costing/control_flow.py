@@ -18,7 +18,7 @@ main graph (:mod:`onnxroof.fusion.bodies`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import numpy as np
 import onnx
@@ -26,6 +26,7 @@ from onnx import numpy_helper
 
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import MalformedNode
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import ModelIR, OpView, build_graph_ir
 from onnxroof.core.node_cost import BodyRun, NodeCost
 from onnxroof.core.protos import graph_value_types
@@ -34,7 +35,7 @@ from onnxroof.core.states import NodeState, RuleKind
 CostFn = Callable[[OpView, ModelIR], NodeCost]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class BodyCost:
     cost: Cost
     launches: int

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.fleet.cache import ResultCache, digest, result_key
 from onnxroof.fleet.engine import Engine, EngineKind, TaskFailure, run
 from onnxroof.fleet.identity import identify
@@ -35,7 +36,7 @@ from onnxroof.runtime import runtime_for
 Progress = Callable[[str, int, int], None]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditOptions:
     """How every model is analyzed: platforms (names or TOML paths), dims, precision, fusion, a budget file."""
 
@@ -54,7 +55,7 @@ class AuditOptions:
     """The runtime profile (``--runtime``: a bundled name or a TOML path); None: each platform's."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditResult:
     """The table and how it was made: analyses run, rows from the cache, where the cache lives."""
 
@@ -72,7 +73,7 @@ class AuditResult:
         return 0 if (self.table["status"] == Status.ok.value).all() else 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class _Target:
     platform: Platform
     spec: str

@@ -17,12 +17,12 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 
 DASK_HINT = "pip install onnxroof[dask]"
 CONNECT_TIMEOUT_S = 20
@@ -41,7 +41,7 @@ class EngineKind(StrEnum):
     dask = "dask"  # a running Dask scheduler (address or scheduler file)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Engine:
     """Where a batch runs. ``workers`` counts processes for the local kinds; ``scheduler`` is a Dask
     scheduler address (``tcp://host:8786``) or the path of a scheduler file (``dask scheduler
@@ -72,7 +72,7 @@ def choose_engine(*, workers: int = 1, scheduler: str | None = None, dask: bool 
     return Engine(EngineKind.processes if workers > 1 else EngineKind.serial, max(1, workers))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class TaskFailure:
     """A task whose worker failed (the task function itself should return errors, not raise them)."""
 

@@ -12,18 +12,18 @@ import errno
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.protos import all_graphs
 from onnxroof.fleet.cache import ResultCache
 from onnxroof.load.dims import symbolic_dims
 from onnxroof.load.reader import MAX_MODEL_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class ModelIdentity:
     """A model file as the cache sees it. ``readable`` is False when the file does not parse as ONNX (the
     analysis then reports why)."""

@@ -29,11 +29,12 @@ import csv
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.strict_toml import parse_failure
 from onnxroof.load.dims import parse_dim_bindings, parse_shape_bindings
 
@@ -45,7 +46,7 @@ class ManifestError(OnnxroofError):
     """A manifest or an audit path is missing, malformed or names an unknown key."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class ModelEntry:
     """One model to audit: its path, a display name, its own dims and budget file (from a manifest)."""
 

@@ -22,10 +22,11 @@ A control-flow node whose body was not recorded (no costed body) stays one kerne
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from operator import attrgetter
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import ModelIR, OpView
 from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import BodyRun, NodeCost
@@ -34,7 +35,7 @@ from onnxroof.fusion.graph import FusionGraph
 from onnxroof.fusion.match import FunctionMatches
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@frozen_dataclass(slots=True, eq=False)
 class RunKernel:
     """One kernel the runtime launches, with what the analysis needs to describe and place it.
 

@@ -46,13 +46,14 @@ from __future__ import annotations
 import functools
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
 
 from onnxroof.core.cost import Cost, merge_weights
 from onnxroof.core.errors import OnnxroofError, ShapeUnknown
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo
 from onnxroof.core.kernel import Kernel, Miss
 from onnxroof.core.node_cost import NodeCost
@@ -75,7 +76,7 @@ from onnxroof.fusion.pointwise import apply_pointwise
 # ----------------------------------------------------------------------------------------------- result
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FusionResult:
     """The kernels of one profile (in topological order of their anchors) and the misses, explained."""
 

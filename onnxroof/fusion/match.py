@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import NamedTuple
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.ir import ModelIR, OpView, TensorInfo
 from onnxroof.fusion.graph import FusionGraph, MissRecord, PassState
 from onnxroof.fusion.patterns import FunctionPattern, Step
@@ -24,7 +25,7 @@ from onnxroof.fusion.patterns import FunctionPattern, Step
 _COMMUTATIVE = frozenset({"Add", "Mul"})
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@frozen_dataclass(slots=True, eq=False)
 class FunctionMatch:
     """One decomposed function recognised: its pattern, its members (in topological order) and its output."""
 
@@ -33,7 +34,7 @@ class FunctionMatch:
     output: str
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class FunctionMatches:
     """Phase 1's decisions on one graph (the matches and the misses, in the order found) and the facts they were
     made from (:attr:`facts`): another binding of the graph with equal facts replays them."""

@@ -116,10 +116,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.profiles import FusionProfile
 from onnxroof.core.states import OpClass
 
@@ -145,7 +145,7 @@ class Step(NamedTuple):
     optional: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class FunctionPattern:
     """A decomposed function recognised as one kernel of op type ``produces``, of efficiency class ``op_class``."""
 
@@ -157,7 +157,7 @@ class FunctionPattern:
     """The efficiency class of the kernel the runtime runs (``produces``'s)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class EdgePattern:
     """An anchor kernel (op type in ``anchor``) absorbs one neighbour whose op type is in ``joins``.
 
@@ -180,7 +180,7 @@ class EdgePattern:
     op_class: OpClass | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class PointwisePattern:
     """Neighbouring elementwise-only kernels of equal element count fused into one."""
 

@@ -32,12 +32,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
 from onnxroof.analysis.findings import RULES, SEVERITIES, Finding
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.strict_toml import TomlReader, show_toml
 from onnxroof.core.units import joules, percent, seconds, si
 
@@ -55,7 +56,7 @@ class BudgetError(OnnxroofError):
     """A budget file or limit option is missing, malformed or names an unknown key."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class LimitSpec:
     """One kind of limit: its key, what it measures and the unit family its values are read in."""
 
@@ -173,7 +174,7 @@ def format_quantity(value: float, kind: str) -> str:
 # --------------------------------------------------------------------------------------------- budget
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Limit:
     """One limit: its value in base SI units and as the user wrote it."""
 
@@ -181,7 +182,7 @@ class Limit:
     text: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Budget:
     """Every limit a check applies; None (or an empty latency table) means no limit."""
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from onnxroof.analysis.findings import Finding
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import TimeModelKind
 from onnxroof.core.units import seconds
 from onnxroof.gate.budget import (
@@ -34,7 +35,7 @@ from onnxroof.gate.budget import (
 # --------------------------------------------------------------------------------------------- evaluation
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class LimitResult:
     """One limit checked: the model's value, the limit and the verdict."""
 
@@ -63,7 +64,7 @@ class LimitResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class FindingResult:
     """A finding with what the budget makes of it: ``fail`` or ``warn`` (reported, does not fail)."""
 
@@ -162,7 +163,7 @@ def evaluate(
 # --------------------------------------------------------------------------------------------- one model
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CheckSettings:
     """How every model of a check is analyzed (plain data: it crosses process boundaries)."""
 
@@ -180,7 +181,7 @@ class CheckSettings:
     """The runtime profile (``--runtime``: a bundled name or a path); None: the platform's."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ModelCheck:
     """The outcome of checking one model: plain, picklable data for every renderer."""
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from onnxroof.analysis.analyze import analyze
 from onnxroof.analysis.document import to_dict
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.strict_toml import parse_failure
 
 #: Totals compared, with the unit family used to show them. A dotted name is a path into ``totals``:
@@ -114,7 +114,7 @@ def pick_baseline(entries: Sequence[Mapping[str, Any]], model_path: str, models:
 # --------------------------------------------------------------------------------------------- diff
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Delta:
     name: str
     kind: str  # duration | count | bytes | share
@@ -140,7 +140,7 @@ class Delta:
         return {"old": self.old, "new": self.new, "change": self.change, "relative": self.relative}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class KernelSide:
     id: str
     pattern: str
@@ -160,7 +160,7 @@ class KernelSide:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class KernelDelta:
     """A kernel matched by its signature: ``old`` None when added, ``new`` None when removed."""
 
@@ -185,7 +185,7 @@ class KernelDelta:
         }
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ModelDiff:
     old: str
     new: str

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import stat
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -17,6 +16,7 @@ from onnx import TensorProto, helper
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import ModelError, one_line
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.protos import all_graphs, normalize_domain
 
 MIN_OPSET = 7
@@ -61,7 +61,7 @@ class ModelScan(NamedTuple):
     stored_weight_bytes: float = 0.0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MainGraphFacts:
     """What :func:`scan_model` finds of the main graph's nodes that spares each binding a walk over them.
 

@@ -16,11 +16,12 @@ Shapes follow the op definitions in ONNX Runtime's ``docs/ContribOperators.md`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+
+from onnxroof.core.frozen import frozen_dataclass
 
 MS = "com.microsoft"
 
@@ -31,7 +32,7 @@ Out = tuple[Shape, int] | None
 Attrs = Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Arg:
     """One input of the node: static shape (None when unknown or absent), element type (0 unknown), value."""
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
 from onnxroof.core.errors import DimsError, ModelError
+from onnxroof.core.frozen import frozen_dataclass
 
 _INT64_MAX = 2**63 - 1
 
@@ -43,7 +43,7 @@ _Tree = int | str | tuple[str, "_Tree", "_Tree"]
 _TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_.]*)|(?P<op>//|[-+*()]))")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DimExpr:
     """A parsed dim expression: ``tree`` is an int, a name, or ``(op, left, right)`` with op in ``+ - * //``."""
 

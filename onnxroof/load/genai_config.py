@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import stat
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from onnxroof.core.errors import ModelError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.strict_toml import parse_failure
 
 FILE_NAME = "genai_config.json"
@@ -26,7 +26,7 @@ _INT_LIMIT = 2**63
 """Counts (context length, heads, layers, head size) must lie below it, as dims bound with ``--dim`` do."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GenaiConfig:
     """What a ``genai_config.json`` says (None: not stated)."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
@@ -25,6 +25,7 @@ import onnx
 import onnx.inliner
 
 from onnxroof.core.errors import ModelError, one_line
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.protos import topological_order
 from onnxroof.load.checks import (
     MASK_DOMAIN,
@@ -71,7 +72,7 @@ MAX_MODEL_BYTES = 4 * 2**30
 """The largest model file read: a protobuf cannot exceed 2 GiB, so anything over twice that is not one."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LoadedModel:
     """A shape-inferred model whose weights were never loaded. The inferred types are ``value_types``: ``model``
     is the bound graph without its main graph's ``value_info`` (:func:`_without_value_info`; bodies keep theirs).
@@ -182,7 +183,7 @@ def _infer_serialized(data: bytes, masked: bool, data_prop: bool = True) -> tupl
     return inferred, warnings
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ModelFile:
     """A model read and checked once (no weight bytes read): what every binding of its dims starts from.
 

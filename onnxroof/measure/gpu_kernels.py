@@ -18,13 +18,13 @@ from __future__ import annotations
 import csv
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from onnxroof.core.descriptor import ConvGeometry, KernelDescriptor
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.gemm import GemmShape
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import Floats, TimeModel, Work, floats, place
@@ -50,7 +50,7 @@ class KernelDataError(OnnxroofError):
     """A kernels CSV row that cannot be read (names the file, row and column)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class MeasuredKernel:
     """One measured row: its kind and op, the precision, ideal FLOPs and bytes, the measured seconds, the
     descriptor a time model reads, and an attention row's query tokens (``q_len``; None for other kinds)."""
@@ -164,7 +164,7 @@ def predict(
     return place(row_work(kernels), platform, model, runtime).latency_s
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class ErrorSummary:
     """Median ``|predicted / measured − 1|`` over all rows and per kind, with the row counts, worst kind first."""
 

@@ -27,18 +27,19 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.strict_toml import parse_failure
 from onnxroof.measure.profile.result import PROFILE_KIND, PROFILE_SCHEMA, MeasuredPoint
 
 _HOW = "make one with `onnxroof profile MODEL --format json -o PROF.json`"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class MeasuredKernel(MeasuredPoint):
     """One kernel's measured time beside this report's prediction."""
 
@@ -65,7 +66,7 @@ class MeasuredKernel(MeasuredPoint):
         }
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MeasuredOverlay:
     """What a profile file measured, matched to an analysis' kernels."""
 

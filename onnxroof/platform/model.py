@@ -66,11 +66,12 @@ value that is not a positive finite number, or a bad ``kind`` / ``fusion_profile
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from types import MappingProxyType
 from typing import Any
 
 from onnxroof.core.errors import PlatformError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.profiles import FusionProfile
 
 SCHEMA_VERSION = 1
@@ -131,7 +132,7 @@ MEASUREMENT_KEYS: tuple[str, ...] = (
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class CacheLevel:
     """One level of an empirical memory hierarchy: working sets up to ``size`` bytes stream at ``bandwidth``."""
 
@@ -144,7 +145,7 @@ class CacheLevel:
     """Display name; empty: ``L1``, ``L2``... by position."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class PEArray:
     """A processing-element array: ``instances`` arrays of ``height × width`` PEs, each one MAC per cycle."""
 
@@ -159,7 +160,7 @@ class PEArray:
         return 2.0 * self.height * self.width * self.instances * self.clock_hz
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class GpuSpec:
     """What the ``gpu`` time model reads of a GPU (``[gpu]``), in SI units."""
 
@@ -174,7 +175,7 @@ class GpuSpec:
     """The L2's read bandwidth per clock (whole chip), bytes; None: not given."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Platform:
     """One hardware target, in base SI units. Build it with :func:`load_platform`."""
 

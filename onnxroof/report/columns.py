@@ -9,12 +9,13 @@ never) until the table fits beside a column of ``reserved`` characters (a name t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from rich.console import JustifyMethod
 
+from onnxroof.core.frozen import frozen_dataclass
 
-@dataclass(frozen=True)
+
+@frozen_dataclass
 class Column:
     """A table column: its header, justification, content width (characters) and how much it is needed."""
 

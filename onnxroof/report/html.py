@@ -23,7 +23,6 @@ import importlib.util
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from markupsafe import Markup
 
 from onnxroof.analysis.analyze import Analysis, NodeResult
 from onnxroof.analysis.document import SCHEMA_VERSION, time_model_fields, to_dict
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import Bound
 from onnxroof.core.units import joules, percent, seconds, si
 from onnxroof.measure.overlay import MeasuredOverlay, with_measured
@@ -140,7 +140,7 @@ def explain(kernel: KernelResult) -> str:
     return sentence
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Bottleneck:
     rank: int
     kernel: KernelResult
@@ -151,7 +151,7 @@ class Bottleneck:
     colour: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OpBar:
     op_type: str
     kernels: int

@@ -36,18 +36,19 @@ roof and ``e = 1``: the plain roofline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import Bound
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.energy import Energy
 from onnxroof.roofline.place import Work, floats, place
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class RooflinePoint:
     """One cost placed on one platform's roofline (:func:`classify`): the roof used, the times and the bound."""
 

@@ -19,13 +19,13 @@ is modelled (no static or idle power).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import Bound
 from onnxroof.platform.model import PRECISION_FALLBACK, Platform
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Energy:
     """A kernel's dynamic energy, J: ``compute_j = F · E_op``, ``memory_j = B_dram · E_dram + B_near · E_onchip``
     (module docstring)."""

@@ -32,7 +32,6 @@ too, added once by placement. A platform without a ``[gpu]`` table is placed by 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -40,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from onnxroof.core.descriptor import KernelDescriptor
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import Bound, TimeModelKind
 from onnxroof.platform.model import GpuSpec, Platform
 from onnxroof.roofline.place import ROOFLINE, Floats, RooflineTime, Roofs, Times, Work, by_key, choose
@@ -339,7 +339,7 @@ def stream_time(moved: Floats, cold: Floats, dram: Floats, gpu: GpuSpec, l2_band
     return cold / dram + hot / hot_bandwidth
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuTime:
     """The ``gpu`` time model (module docstring); the default for ``kind = "gpu"`` platforms.
 

@@ -16,12 +16,12 @@ left after fusion.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from onnxroof.core.cost import Cost
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.kernel import pattern_text
 from onnxroof.core.states import Bound
 from onnxroof.platform.model import Platform
@@ -117,7 +117,7 @@ class KernelResult(Placed):
 _MEMBER_LISTS = frozenset(("node_ids", "op_types", "folded_nodes"))
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class KernelTable(RowTable[KernelResult]):
     """A model's kernels as columns (one entry per kernel, in the order the fusion pass gave them); indexing or
     iterating gives :class:`KernelResult` views."""
@@ -140,7 +140,7 @@ class KernelTable(RowTable[KernelResult]):
         return len(self.id)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Bounds:
     """One of the three totals."""
 

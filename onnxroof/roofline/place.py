@@ -37,12 +37,13 @@ A row that does not run (views, folded constants, unsupported ops: ``runs`` fals
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import Bound
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.energy import byte_energy, op_energy
@@ -57,7 +58,7 @@ def floats(values: Sequence[float] | npt.ArrayLike) -> Floats:
     return np.asarray(values, dtype=np.float64)
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class Work:
     """What placement reads, one entry per row (a node or a kernel), in SI units.
 
@@ -90,7 +91,7 @@ class Work:
         return len(self.flops)
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class Roofs:
     """The platform's and runtime's roofs for each row of a :class:`Work` (module docstring): compute roof ``P``,
     bandwidth ``W`` and the level that serves the row, efficiency ``e``, the bytes a cache level serves, the memory
@@ -106,7 +107,7 @@ class Roofs:
     memory_efficiency: Floats
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class Times:
     """What a time model returns per row: compute, memory and overhead time, predicted latency (s), bound."""
 
@@ -134,7 +135,7 @@ class TimeModel(Protocol):
     def times(self, work: Work, roofs: Roofs, platform: Platform) -> Times: ...
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RooflineTime:
     """The roofline time model: a lower bound on a kernel's time, from its FLOPs and bytes alone.
 
@@ -157,7 +158,7 @@ class RooflineTime:
 ROOFLINE = RooflineTime()
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_dataclass(eq=False)
 class Figures:
     """Every placed figure, one array per figure, in :data:`FIGURES` order (SI units).
 

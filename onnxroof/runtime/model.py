@@ -47,10 +47,11 @@ and the bias and writes the output again (PyTorch's cuDNN path), a second pass p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from types import MappingProxyType
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.profiles import FusionProfile
 
 SCHEMA_VERSION = 1
@@ -120,7 +121,7 @@ _EMPTY_FLOATS: Mapping[RuntimeKernelClass, float] = MappingProxyType({})
 _EMPTY_TEXT: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RuntimeLaunch:
     """A runtime's launch figures in seconds; None: the default :class:`Runtime` describes."""
 
@@ -131,7 +132,7 @@ class RuntimeLaunch:
     """Host seconds a request pays once, before its first token (0 when the file gives none)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Runtime:
     """One runtime profile, in SI units. Build it with :func:`onnxroof.runtime.load_runtime`."""
 

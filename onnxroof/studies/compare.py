@@ -13,7 +13,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import onnx
 
@@ -21,6 +21,7 @@ from onnxroof.analysis.analyze import Analysis, place
 from onnxroof.analysis.stages import CostedModel, FusedModel, bind, cost, fuse, raise_if_incomplete, sparse_facts
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import Bound
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
@@ -32,7 +33,7 @@ class CompareError(OnnxroofError):
     """A comparison is malformed: no platform, or one given twice."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class CompareRow:
     """The model on one platform."""
 
@@ -70,7 +71,7 @@ class CompareRow:
         return self.compute_kernels / self.kernels if self.kernels else 0.0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Comparison:
     """One model on several platforms, in the order given."""
 

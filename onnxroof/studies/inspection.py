@@ -27,12 +27,12 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
 from onnxroof.core.dtypes import dtype_info
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.load.checks import check_opsets
 from onnxroof.load.dims import symbolic_dims
 from onnxroof.load.reader import read_model
@@ -50,7 +50,7 @@ _NO_CACHE = "none: no past_key_values.N.key/value (or past_key/past_value) input
 __all__ = ["ExternalFile", "Inspection", "TensorSpec", "inspect_model"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class TensorSpec:
     """A graph input or output: its dtype and dims (an int, a symbol's name, or None for an unnamed dim)."""
 
@@ -63,7 +63,7 @@ class TensorSpec:
         return {"name": self.name, "dtype": self.dtype, "shape": None if self.shape is None else list(self.shape)}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class ExternalFile:
     """An external-data file the weights point into."""
 
@@ -78,7 +78,7 @@ class ExternalFile:
         return {"location": self.location, "tensors": self.tensors, "bytes": self.bytes, "exists": self.exists}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Inspection:
     """What a model file holds, read without its weights (module docstring for each count)."""
 

@@ -29,12 +29,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import onnx
 
 from onnxroof.core.dtypes import dtype_info
 from onnxroof.core.errors import DimsError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.load.dims import parse_dim_expression, symbolic_dims
 
 ROLES = ("batch", "new", "past", "total")
@@ -50,7 +50,7 @@ class KVCacheError(DimsError):
     """The KV cache or the role of one of its dims cannot be told from the graph."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class KVCache:
     """The cache tensors found and the dims each phase binds."""
 

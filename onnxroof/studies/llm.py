@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -46,6 +46,7 @@ from onnxroof.analysis.analyze import Analysis, place
 from onnxroof.analysis.stages import FusedModel, bind, cost, fuse
 from onnxroof.analysis.whatif import DTYPE_OF_PRECISION, ELEMENT_SIZE, WEIGHT_ONLY_BITS, WhatIf
 from onnxroof.core.errors import DimsError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
@@ -69,7 +70,7 @@ class Phase(StrEnum):
     """One new token over a cache of ``past`` tokens."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class PhasePoint:
     """One analyzed step: the prefill, or a decode step at ``past``."""
 
@@ -84,7 +85,7 @@ class PhasePoint:
     unsupported: Mapping[str, tuple[str, ...]]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class MemoryCheck:
     """Weights + KV cache against the platform's memory (``capacity_bytes`` None: unknown, never a pass)."""
 
@@ -111,7 +112,7 @@ class MemoryCheck:
         return self.weight_bytes + self.kv_cache_bytes
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LLMResult:
     """An ONNX decoder's serving figures on one platform: first-token time, time per output token, the KV cache, the
     phases analyzed."""

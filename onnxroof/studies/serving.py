@@ -24,13 +24,13 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 import onnx
 
 from onnxroof.core.errors import ModelError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.strict_toml import parse_failure, show_toml
 from onnxroof.load.genai_config import read_genai_config
 
@@ -48,7 +48,7 @@ class ContextSource(StrEnum):
     ROTARY_CACHE = "rotary cache rows"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class ContextLimit:
     """The model's own context limit in tokens, where it was read (``detail``: the file or initializer)."""
 
@@ -122,7 +122,7 @@ class BatchLimit(StrEnum):
     NONE = "no batch meets the target"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class BatchPoint:
     """The predicted times of one batch (``ttft_s`` or ``tpot_s`` None when the search did not need them)."""
 
@@ -131,7 +131,7 @@ class BatchPoint:
     tpot_s: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class BatchSearch:
     """The largest batch meeting ``max_ttft_s`` / ``max_tpot_s`` (None: no such target), the batch found (0: none
     meets), its figures, what limited it, and every batch evaluated (in the order tried)."""

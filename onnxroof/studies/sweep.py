@@ -20,7 +20,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from types import MappingProxyType
 
 import onnx
@@ -28,6 +28,7 @@ import onnx
 from onnxroof.analysis.analyze import Analysis, analyze
 from onnxroof.analysis.whatif import WhatIf
 from onnxroof.core.errors import DimsError, OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.load.dims import parse_dim_bindings, shape_bindings, symbolic_dims
 from onnxroof.load.reader import read_file
 from onnxroof.platform.lookup import load_platform
@@ -46,7 +47,7 @@ class SweepError(OnnxroofError):
     """A sweep is malformed: nothing or two things swept, an unknown dim, a repeated or bad value."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class SweepPoint:
     """The model at one swept value."""
 
@@ -73,7 +74,7 @@ class SweepPoint:
         return self.memory_bound_share < COMPUTE_BOUND_BELOW
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Sweep:
     """One model, one platform, one swept parameter: a point per value."""
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from onnxroof.analysis.analyze import Analysis
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import Bound
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class TopKernel:
     """One kernel with much of an analysis' predicted time."""
 

@@ -44,11 +44,11 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.measure.calibrate.fit import bandwidth_for, hierarchy, probe_cost
 from onnxroof.measure.calibrate.probes import (
     Probe,
@@ -154,7 +154,7 @@ def calibrate(
     )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class _Plan:
     """What will be measured besides the overheads: the peak probes (precision, probe), the working sets of the
     bandwidth sweep (bytes) and the efficiency probes."""
@@ -168,7 +168,7 @@ class _Plan:
         return 1 + len(self.peaks) + len(self.sizes) + len(self.probes)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class _Items:
     """The measurements set up (sessions built, pilot runs done), each with what it is for."""
 

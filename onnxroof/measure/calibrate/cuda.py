@@ -26,11 +26,12 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.measure.calibrate.write import Figure, toml_number, toml_string
 
 #: Compute capability (major, minor) → tensor-core generation (NVIDIA CUDA C++ Programming Guide, compute
@@ -42,7 +43,7 @@ class CudaUnavailable(OnnxroofError):
     """PyTorch is not installed, or sees no CUDA device."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CudaCalibration:
     """What ``calibrate --device cuda`` measured (base SI units), each figure with how it was measured."""
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from onnxroof.core.frozen import frozen_dataclass
 
 OPSET = 17
 IR_VERSION = 8
@@ -52,7 +54,7 @@ def _model(
 NodeMaker = Callable[[int, str, str], onnx.NodeProto | list[onnx.NodeProto]]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Probe:
     """One micro-benchmark: ``k`` copies of an op, chained (same shape in and out) or fanned out from one input."""
 

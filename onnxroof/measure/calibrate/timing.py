@@ -14,10 +14,11 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
+
+from onnxroof.core.frozen import frozen_dataclass
 
 LONG_OP_S = 2e-3
 """Ops slower than this are timed alone (a chain would only add noise)."""
@@ -83,7 +84,7 @@ def _pooled(blocks: list[list[float]]) -> list[float]:
     return [t for block in blocks for t in block]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Timing:
     """The time of one op (see :class:`OpTimer`), the range of its per-round estimates, and how it was taken."""
 

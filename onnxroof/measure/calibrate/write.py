@@ -10,18 +10,18 @@ from __future__ import annotations
 import json
 import os
 import platform as _pyplatform
-from dataclasses import dataclass
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.measure.calibrate.timing import Timing
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Figure:
     value: float
     source: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class ProbeResult:
     name: str
     op_class: str
@@ -32,7 +32,7 @@ class ProbeResult:
     efficiency: float
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Calibration:
     """Everything ``calibrate`` measured, and the platform figures derived from it (base SI units)."""
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import onnx
+
+from onnxroof.core.frozen import frozen_dataclass
 
 #: Optimized-graph op types that run an original op of another type (anchor of a fusion).
 _ANCHOR_TYPES: dict[str, frozenset[str]] = {
@@ -34,7 +36,7 @@ _METADATA_TYPES = frozenset({"Shape", "Size"})
 _VIEW_TYPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class OptimizedNode:
     """One node of onnxruntime's optimized graph and the original nodes it runs."""
 
@@ -45,7 +47,7 @@ class OptimizedNode:
     how: str  # how the original nodes were found
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class NodeMapping:
     nodes: tuple[OptimizedNode, ...]
     unclaimed: tuple[int, ...]  # original nodes no optimized node runs (folded / removed by onnxruntime)
@@ -95,7 +97,7 @@ def map_optimized_nodes(original: onnx.GraphProto, optimized: onnx.GraphProto) -
     return NodeMapping(mapped, unclaimed, _subgraph_parents(opt_nodes))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class _OriginalGraph:
     """Lookups over the original graph: who produces and consumes each tensor, which nodes are constant."""
 

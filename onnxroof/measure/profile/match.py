@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import onnx
 
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import NodeState
 from onnxroof.measure.profile.map import INSERTED_TYPES, NodeMapping, OptimizedNode
 from onnxroof.measure.profile.result import Unmatched
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Group:
     """Kernels and onnxruntime nodes that run the same original nodes (one compared row)."""
 
@@ -33,7 +33,7 @@ class Group:
     measured_s: float  # Σ measured time of the ort nodes per run
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Matching:
     groups: tuple[Group, ...]
     unmatched_ort: tuple[Unmatched, ...]  # measured onnxruntime nodes with no kernel, slowest first

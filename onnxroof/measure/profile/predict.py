@@ -14,10 +14,10 @@ the analysis' own total).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from onnxroof.analysis.analyze import cold_weight_bytes
 from onnxroof.core.cost import Cost
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.costing.opclass import input_channels
 from onnxroof.fusion.opclass import kernel_op_class
 from onnxroof.platform.model import Platform
@@ -25,7 +25,7 @@ from onnxroof.roofline.classify import classify
 from onnxroof.roofline.kernels import KernelResult
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class KernelFigures:
     """What the analysis predicts for one kernel, and the factors behind it."""
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
+
+from onnxroof.core.frozen import frozen_dataclass
 
 PROFILE_KIND = "onnxroof-profile"
 """The ``kind`` of the profile JSON document (tells it from an analysis document)."""
@@ -43,7 +45,7 @@ class MeasuredPoint:
         return self.flops / self.measured_s if self.measured_s > 0 else 0.0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Row(MeasuredPoint):
     """Kernels and onnxruntime nodes that run the same original nodes: one predicted vs measured comparison."""
 
@@ -92,7 +94,7 @@ class Row(MeasuredPoint):
         }
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Unmatched:
     name: str
     op_type: str
@@ -103,7 +105,7 @@ class Unmatched:
         return {"name": self.name, "op_type": self.op_type, "seconds": self.seconds, "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProfileResult:
     """onnxroof's prediction for one model held against onnxruntime's measurement."""
 

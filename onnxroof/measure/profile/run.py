@@ -20,7 +20,6 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import numpy as np
 import onnx
 
 from onnxroof.core.errors import OnnxroofError
+from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.measure.calibrate.probes import tiny_probe
 from onnxroof.measure.calibrate.timing import run_blocks, session_options
 
@@ -38,7 +38,7 @@ TRIM_SHARE = 0.1
 _FLOOR_S = 0.05e-6  # a corrected event time never drops below this
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OrtRun:
     """What onnxruntime measured for one model."""
 
