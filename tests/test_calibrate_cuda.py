@@ -96,3 +96,22 @@ def test_the_summary_shows_every_figure(tmp_path: Path) -> None:
     text = buffer.getvalue()
     assert "NVIDIA H200" in text and "peak fp16" in text and "700 TFLOP/s" in text
     assert "efficiency softmax" in text and "6.5 µs" in text and "--quick" in text
+
+
+@pytest.mark.parametrize(("options", "written"), [([], "cuda"), (["--name", "lab-h200"], "lab-h200")])
+def test_a_cuda_calibration_is_named_cuda_unless_told(monkeypatch, tmp_path: Path, options, written) -> None:
+    """The platform a GPU calibration writes is not called `host` (the CPU calibration's name)."""
+    import onnxroof.measure.calibrate.cuda as cuda
+
+    names = []
+
+    def measure(name: str, quick: bool) -> CudaCalibration:
+        names.append(name)
+        return fake()
+
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "measure_cuda", measure)
+    out = tmp_path / "gpu.toml"
+    result = CliRunner().invoke(app, ["calibrate", "--device", "cuda", "-o", str(out), *options])
+    assert result.exit_code == 0, result.output
+    assert names == [written]

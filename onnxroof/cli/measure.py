@@ -58,7 +58,10 @@ def calibrate(
         bool, typer.Option("--quick", help="Short runs (a few seconds): indicative figures only.")
     ] = False,
     threads: ThreadsOption = None,
-    name: Annotated[str, typer.Option(help="The platform name written to the file.")] = "host",
+    name: Annotated[
+        str | None,
+        typer.Option(help="The platform name written to the file (default: host; with --device cuda, cuda)."),
+    ] = None,
     device: Annotated[
         Device,
         typer.Option(
@@ -81,9 +84,9 @@ def calibrate(
             require_cuda()  # one line, before anything is measured
         with progress_bar("calibrating", paths=False) as progress:
             measured = (
-                measure_cuda(name=name, quick=quick)
+                measure_cuda(name=name or "cuda", quick=quick)
                 if device is Device.cuda
-                else run_calibration(threads=threads, quick=quick, progress=progress, name=name)
+                else run_calibration(threads=threads, quick=quick, progress=progress, name=name or "host")
             )
         text = measured.to_toml()
         if output is None:
