@@ -21,18 +21,24 @@ _PRODUCED = frozenset(p.produces for p in PATTERNS if isinstance(p, (EdgePattern
 
 
 def apply_edges(edges: Sequence[EdgePattern], state: PassState) -> None:
-    """Grow every unit by ``edges`` (anchors in topological order), then explain the orphans."""
+    """Grow every unit by ``edges`` (anchors in topological order), then explain the orphans.
+
+    A unit's op type is its node's, or what a pattern made of it produces (``possible``): a pattern none of whose
+    ``joins`` is among them has no candidate in this graph (:func:`_joinable`), so it merges nothing and records no
+    miss, and is not tried; an op type that anchors only such patterns is not visited."""
     present = state.g.unit_keys  # a unit's op type is its node's until a pattern merges it
     if not any(present.intersection(p.anchor) or present.intersection(p.orphans) for p in edges):
         return  # no node a pattern anchors on or explains: nothing to grow, no orphan
+    possible = present | _PRODUCED
     by_anchor: dict[str, list[EdgePattern]] = {}  # op type -> the patterns it anchors, in order
     for p in edges:
+        if p.joins.isdisjoint(possible):
+            continue
         for op_type in p.anchor:
             by_anchor.setdefault(op_type, []).append(p)
     for node, unit in state.unit_of.items_of(by_anchor):  # node order; merges only rebind existing keys
         if unit.anchor == node and unit.alive:
             _grow(unit, by_anchor, state)
-    possible = present | _PRODUCED
     for p in edges:
         if not p.orphans.isdisjoint(possible):  # else no unit can be of an orphan type: no scan of the nodes
             _explain_orphans(p, state)
