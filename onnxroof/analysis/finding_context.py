@@ -35,11 +35,14 @@ class FindingContext:
         row = self.row.get(node_id)
         return None if row is None else self.analysis.nodes[row]
 
+    def rows_of(self, *op_types: str) -> list[int]:
+        """The rows of the nodes of these op types in ``analysis.nodes``, in graph order."""
+        return sorted(row for op_type in op_types for row in self._rows_of.get(op_type, ()))
+
     def nodes_of(self, *op_types: str) -> list[NodeResult]:
         """The nodes of these op types, in graph order: a rule that looks at a few op types reads their rows only,
         not a view of every node."""
-        nodes = self.analysis.nodes
-        return [nodes[row] for row in sorted(row for op_type in op_types for row in self._rows_of.get(op_type, ()))]
+        return list(map(self.analysis.nodes.__getitem__, self.rows_of(*op_types)))
 
     def neighbours(self, node_id: str) -> list[str]:
         """The nodes feeding ``node_id`` or reading its outputs (the DAG's edges either way), from the index."""

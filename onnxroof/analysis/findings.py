@@ -65,6 +65,7 @@ from onnxroof.core.units import percent, seconds, si
 
 if TYPE_CHECKING:
     from onnxroof.analysis.analyze import Analysis, NodeResult
+    from onnxroof.core.ir import OpView
     from onnxroof.roofline.kernels import KernelResult
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "find", "has_tensor_cores"]
 
@@ -150,17 +151,18 @@ def has_tensor_cores(platform) -> bool:
     return platform.kind == "gpu" and bool(fp32) and best >= TENSOR_CORE_RATIO * fp32
 
 
-def _gemm_dims(node: NodeResult, op) -> tuple[int | None, int | None, int] | None:
+def _gemm_dims(op: OpView | None) -> tuple[int | None, int | None, int] | None:
     """(reduction channels per group, output channels per group, groups) of a MAC op (the channel dims of
     :func:`onnxroof.core.gemm.gemm_shape`), or None when not applicable."""
-    if op is None or node.op_type not in _MAC_OPS:
+    if op is None or op.op_type not in _MAC_OPS:
         return None
     shape = gemm_shape(op)
     if shape is None:
         return None
-    if node.op_type in _CONVS:
+    if op.op_type in _CONVS:
         return shape.in_channels, shape.out_channels, shape.groups or 1
-    if op.input(1) is None or not op.input(1).is_constant:
+    weight = op.input(1)
+    if weight is None or not weight.is_constant:
         return None  # activation × activation (attention): dims follow the sequence, not the design
     return shape.in_channels, shape.out_channels, 1
 
@@ -170,10 +172,11 @@ def _channels_not_aligned(ctx: FindingContext) -> Iterable[Finding]:
         return
     rule = RULES["OR002"]
     model_macs = ctx.analysis.totals.macs
-    for node in ctx.nodes_of(*_MAC_OPS):
-        if node.state != NodeState.COSTED or node.macs <= 0:
+    nodes = ctx.analysis.nodes
+    for row in ctx.rows_of(*_MAC_OPS):  # read off the columns: a view only for a node found
+        if nodes.node_costs[row].state != NodeState.COSTED or nodes.costs[row].macs <= 0:
             continue
-        dims = _gemm_dims(node, ctx.op(node.id))
+        dims = _gemm_dims(nodes.ops[row])
         if dims is None:
             continue
         reduction, output, groups = dims
@@ -181,10 +184,11 @@ def _channels_not_aligned(ctx: FindingContext) -> Iterable[Finding]:
             # no channels to pad (a malformed node's zero or negative count); depthwise (one channel per
             # group) never runs on tensor cores: see OR003
             continue
-        align = ALIGNMENT.get(node.precision, DEFAULT_ALIGNMENT)
+        align = ALIGNMENT.get(nodes.precision[row], DEFAULT_ALIGNMENT)
         padded_r, padded_o = _pad(reduction, align), _pad(output, align)
         if (padded_r, padded_o) == (reduction, output):
             continue
+        node = nodes[row]
         waste = 1 - (reduction * output) / (padded_r * padded_o)
         wasted_macs = node.macs * (padded_r * padded_o) / (reduction * output) - node.macs
         if wasted_macs < MIN_WASTE_SHARE * model_macs:
@@ -225,7 +229,7 @@ def _low_intensity_convs(ctx: FindingContext) -> Iterable[Finding]:
         kernel = ctx.kernel_of.get(node.id)
         if node.state != NodeState.COSTED or kernel is None or kernel.node_ids[0] != node.id:
             continue
-        dims = _gemm_dims(node, ctx.op(node.id))
+        dims = _gemm_dims(ctx.op(node.id))
         w = node.input_shapes[1]
         pointwise = w is not None and len(w) > 2 and all(d == 1 for d in w[2:])
         if dims is None or not (dims[2] > 1 or pointwise) or kernel.bound != Bound.MEMORY:
@@ -234,7 +238,7 @@ def _low_intensity_convs(ctx: FindingContext) -> Iterable[Finding]:
     time = sum(k.latency_s for _, k in picked)
     if not picked or ctx.share(time) < LOW_INTENSITY_CONV_SHARE:
         return
-    grouped = sum(1 for n, _ in picked if (d := _gemm_dims(n, ctx.op(n.id))) is not None and d[2] > 1)
+    grouped = sum(1 for n, _ in picked if (d := _gemm_dims(ctx.op(n.id))) is not None and d[2] > 1)
     lowest = min(k.intensity for _, k in picked)
     highest = max(k.intensity for _, k in picked)
     precision = picked[0][1].precision
