@@ -16,9 +16,8 @@ the frozen guards only, and gives every class the three shared functions below, 
 That is what ``dataclass`` itself does with ``eq=True``, ``frozen=True``, ``unsafe_hash=False`` (the hash action
 table of ``dataclasses._hash_action``), so the values, hashes and text are the same as before. Every method a
 class body defines itself is kept, as ``dataclass`` keeps it. ``eq=False`` keeps identity equality and
-``object.__hash__``; ``repr=False`` keeps ``object.__repr__``; ``slots=True`` is passed on. (One
-trace of this shows: the class's ``__dataclass_params__`` says ``eq=False, repr=False``, which is what ``dataclass``
-was asked for.)
+``object.__hash__``; ``repr=False`` keeps ``object.__repr__``; ``slots=True`` is passed on. One difference can be
+seen: a class's ``__dataclass_params__`` reads ``eq=False, repr=False``, what ``dataclass`` itself was asked for.
 """
 
 from __future__ import annotations
