@@ -19,10 +19,11 @@ import onnxroof
 from onnxroof.core.frozen import frozen_dataclass
 
 
-def _pair(slots: bool = False) -> tuple[type[Any], type[Any]]:
-    """The same class made by each decorator: four fields, one out of the comparison, one out of the hash, one out
-    of the repr."""
+def _shape(decorate: Any) -> type[Any]:
+    """A class of four fields made by ``decorate``: one out of the comparison, one out of the hash, one out of the
+    repr."""
 
+    @decorate
     class Shape:
         """A value."""
 
@@ -31,9 +32,12 @@ def _pair(slots: bool = False) -> tuple[type[Any], type[Any]]:
         note: str = field(default="", compare=False)
         extra: float = field(default=0.0, hash=False, repr=False)
 
-    ours = frozen_dataclass(slots=slots)(type("Shape", (), dict(Shape.__dict__)))
-    theirs = dataclasses.dataclass(frozen=True, slots=slots)(type("Shape", (), dict(Shape.__dict__)))
-    return ours, theirs
+    return Shape
+
+
+def _pair(slots: bool = False) -> tuple[type[Any], type[Any]]:
+    """The same class made by ``frozen_dataclass`` and by ``dataclass(frozen=True)``."""
+    return _shape(frozen_dataclass(slots=slots)), _shape(dataclasses.dataclass(frozen=True, slots=slots))
 
 
 values = st.tuples(
@@ -159,3 +163,20 @@ def test_every_frozen_value_class_of_the_package_is_made_by_frozen_dataclass() -
     assert direct == []
     mutable = sorted(cls.__qualname__ for cls in classes if not cls.__dataclass_params__.frozen)  # type: ignore[attr-defined]
     assert mutable == ["CostCache", "_Plan"]
+
+
+def test_values_of_the_package_pickle_and_copy_as_before() -> None:
+    """Dask and process pools move values between processes by pickling them."""
+    import copy
+    import pickle
+
+    from onnxroof.core.cost import Cost
+    from onnxroof.core.ir import TensorInfo
+    from onnxroof.core.states import Role
+
+    tensor = TensorInfo("x", (1, 3, 224, 224), "float32", 4, Role.ACTIVATION)  # slots=True
+    cost = Cost(flops=2.0, macs=1.0)
+    for value in (tensor, cost):
+        again = pickle.loads(pickle.dumps(value))
+        assert again == value and hash(again) == hash(value) and repr(again) == repr(value)
+        assert copy.deepcopy(value) == value
