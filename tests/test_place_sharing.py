@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from onnxroof.analysis.analyze import place, shared_rows
 from onnxroof.analysis.stages import bind, cost, fuse
-from onnxroof.analysis.totals import repeated_sum
+from onnxroof.analysis.totals import figure_sum, repeated_sum
 from onnxroof.analysis.whatif import WhatIf
+from onnxroof.core.cost import Cost
 from onnxroof.platform.lookup import load_platform
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import ROOFLINE, Roofs, Times, Work
@@ -135,6 +136,20 @@ def test_repeated_sum_closed_form() -> None:
     assert repeated_sum([2.0**52], [2]) is None  # 2**53 and beyond: a partial sum may round
     assert repeated_sum([2.0**52, 1.0], [1, 1]) == 2.0**52 + 1
     assert repeated_sum([], []) == 0
+
+
+def test_figure_sum_reads_the_rows_only_when_the_repeated_sum_is_not_exact() -> None:
+    """Whole figures: counted from the distinct costs, the rows never read; a fraction: summed over the rows in
+    their order, as given."""
+    calls: list[str] = []
+
+    def rows(costs: list[Cost]):  # type: ignore[no-untyped-def]
+        return lambda: calls.append("rows") or costs
+
+    whole = [Cost(flops=3.0), Cost(flops=5.0)]
+    assert figure_sum("flops", whole, [2, 4], rows([])) == 26.0 and calls == []
+    half = [Cost(flops=0.1), Cost(flops=0.2), Cost(flops=0.1)]
+    assert figure_sum("flops", half[:2], [2, 1], rows(half)) == 0.1 + 0.2 + 0.1 and calls == ["rows"]
 
 
 _NUMBERS = st.one_of(

@@ -3,14 +3,14 @@ utilization) and the time per op type. Pure functions of node and kernel results
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import compress
 from operator import attrgetter
 from types import MappingProxyType
 
 import numpy as np
-import numpy.typing as npt
 
 from onnxroof.analysis.liveness import PeakMemory
 from onnxroof.analysis.results import NodeTable
@@ -19,8 +19,6 @@ from onnxroof.core.frozen import frozen_dataclass
 from onnxroof.core.states import NodeState
 from onnxroof.platform.model import Platform
 from onnxroof.roofline.kernels import Bounds, KernelTable, fused_bounds, memory_bound_share
-
-Bools = npt.NDArray[np.bool_]
 
 
 @frozen_dataclass(slots=True)
@@ -96,13 +94,14 @@ def build_totals(
     rows, counts = nodes.distinct()
     node_costs = [nodes.node_costs[row] for row in rows]
     running = [node_cost.state == NodeState.COSTED for node_cost in node_costs]
-    ran = _Ran(
-        list(compress(map(nodes.costs.__getitem__, rows), running)),
-        list(compress(counts, running)),
-        nodes.costs,
-        np.asarray(running, dtype=bool) if nodes.shared is None else np.asarray(running)[nodes.shared[1]],
-    )
-    flops = ran.total("flops")
+    ran_costs = list(compress(map(nodes.costs.__getitem__, rows), running))
+    ran_counts = list(compress(counts, running))
+    ran_nodes = np.asarray(running, dtype=bool) if nodes.shared is None else np.asarray(running)[nodes.shared[1]]
+
+    def total(figure: str) -> float:  # over the nodes that ran
+        return figure_sum(figure, ran_costs, ran_counts, lambda: compress(nodes.costs, ran_nodes.tolist()))
+
+    flops = total("flops")
     figures = kernels.figures
     layout = kernels.layout
     layout_latency = sum(compress(figures.latency_s.tolist(), layout))
@@ -111,11 +110,11 @@ def build_totals(
         states[node_cost.state] += count
     return Totals(
         flops=flops,
-        macs=ran.total("macs"),
+        macs=total("macs"),
         params=float(sum(numel for numel, _ in weights.values())),
         weight_bytes=float(sum(nbytes for _, nbytes in weights.values())),
-        bytes_read=ran.total("bytes_read"),
-        bytes_written=ran.total("bytes_written"),
+        bytes_read=total("bytes_read"),
+        bytes_written=total("bytes_written"),
         latency_s=fused.latency_s + graph_launch_s,
         compute_time_s=sum(figures.t_compute_s.tolist()),
         memory_time_s=sum(figures.t_memory_s.tolist()),
@@ -126,7 +125,7 @@ def build_totals(
         nodes=len(nodes),
         kernels=len(kernels),
         states=MappingProxyType({state: states.get(state, 0) for state in NodeState}),
-        unfused=Bounds(flops, ran.total("bytes"), sum(nodes.figures.latency_s[ran.running].tolist())),
+        unfused=Bounds(flops, total("bytes"), sum(nodes.figures.latency_s[ran_nodes].tolist())),
         fused=fused,
         ideal=Bounds(
             sum(map(attrgetter("flops"), kernels.costs)),
@@ -164,20 +163,15 @@ def repeated_sum(values: Sequence[float], counts: Sequence[int]) -> float | None
     return float(total) if floating else total
 
 
-class _Ran:
-    """The costs of the nodes that ran (state costed), each distinct cost once with how many nodes share it
-    (:meth:`~onnxroof.analysis.results.NodeTable.distinct`), summed per figure through :func:`repeated_sum`, else
-    in row order over every node's cost (``every``) where it ran (``running``, per node)."""
-
-    def __init__(self, costs: list[Cost], counts: list[int], every: Sequence[Cost], running: Bools) -> None:
-        self.costs, self.counts, self.every, self.running = costs, counts, every, running
-
-    def total(self, figure: str) -> float:
-        read = attrgetter(figure)
-        exact = repeated_sum(list(map(read, self.costs)), self.counts)
-        if exact is not None:
-            return exact
-        return sum(map(read, compress(self.every, self.running.tolist())))
+def figure_sum(
+    figure: str, costs: Sequence[Cost], counts: Sequence[int], in_row_order: Callable[[], Iterable[Cost]]
+) -> float:
+    """Σ ``figure`` over a column of costs given as its distinct ``costs``, each appearing ``counts`` times
+    (:meth:`~onnxroof.analysis.results.NodeTable.distinct`): :func:`repeated_sum` when that is exact, else the sum
+    in row order over every cost of the column (``in_row_order``, called only then)."""
+    read = attrgetter(figure)
+    exact = repeated_sum(list(map(read, costs)), counts)
+    return exact if exact is not None else sum(map(read, in_row_order()))
 
 
 def energy_totals(kernels: KernelTable, latency: float) -> dict[str, float | None]:
@@ -226,16 +220,10 @@ def op_type_rows(
         group = groups.get((op.domain, op.op_type)) or groups.setdefault((op.domain, op.op_type), ([], []))
         group[0].append(costs[row])
         group[1].append(count)
-    members: dict[tuple[str, str], list[Cost]] = {}  # every node's cost by type, in row order: made if needed
+    members = functools.cache(lambda: _members_by_type(nodes))  # every node's cost by type: made if needed
 
     def total(key: tuple[str, str], figure: str) -> float:
-        read = attrgetter(figure)
-        exact = repeated_sum(list(map(read, groups[key][0])), groups[key][1])
-        if exact is not None:
-            return exact
-        if not members:
-            members.update(_members_by_type(nodes))
-        return sum(map(read, members[key]))
+        return figure_sum(figure, *groups[key], lambda: members()[key])
 
     kernel_time: dict[tuple[str, str], float] = {}
     for row, latency in zip(anchors.tolist(), kernels.figures.latency_s.tolist(), strict=True):
