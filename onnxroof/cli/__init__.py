@@ -90,20 +90,16 @@ def main(args: Sequence[str] | None = None) -> None:
 
     BLAS: numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin a while; onnxroof's
     numpy work is elementwise over columns, no BLAS call is large enough to share out. ``OPENBLAS_NUM_THREADS=1``
-    (set only when the environment does not say otherwise, and never for :data:`MEASURING` commands) saves
-    ~0.1 s of CPU a run and 25-45 ms of wall time on this 2-core machine (``llm`` on the 7B decoder, 4 runs each,
-    twice: CPU 1.13/1.10 -> 1.00/0.97 s, wall 1.05/0.99 -> 1.00/0.97 s). It must be set before numpy is
-    imported, so this module imports the app (and with it onnx and numpy) only here.
+    (set only when the environment does not say otherwise, and never for :data:`MEASURING` commands) spares that
+    CPU. It must be set before numpy is imported, so this module imports the app (and with it onnx and numpy)
+    only here.
 
-    The collector (off for every command but :data:`COLLECTING`): an analysis leaves ~300 objects of cyclic
-    garbage whatever the model's size (310 on a 7B-shaped decode binding, 334 on the 200k-node chain:
-    ``gc.collect()``'s count after it; still 310 after 40 bindings in a row, peak RSS 62 -> 63 MB from the 5th to
-    the 40th), so a command's memory does not grow for want of it, while its full passes over a large graph's live
-    IR cost 7-12 % (the 200k chain's ``analyze()`` 8.9 -> 7.8 s; ``llm`` on the 7B decoder -7 % CPU, farm-bench
-    paired). It is off from before the command's imports: importing onnx, numpy and onnxroof allocates enough to run
-    ~80 collections, 12.5 ms of a 7B-shaped ``report`` (``gc.callbacks``, 3 runs: 12.5-12.8 ms).
-    ``gc.freeze()`` at the end moves what is left out of the collection that interpreter shutdown still runs
-    (teardown of the 7B report 52 -> 19 ms). The library itself never touches the collector or the environment."""
+    The collector (off for every command but :data:`COLLECTING`): an analysis leaves a few hundred objects of
+    cyclic garbage whatever the model's size, so a command's memory does not grow for want of it, while its full
+    passes over a large graph's live IR are a cost that grows with the graph. It is off from before the command's
+    imports, whose allocations would run collections too. ``gc.freeze()`` at the end moves what is left out of the
+    collection that interpreter shutdown still runs. What each of these saves is measured in docs/performance.md.
+    The library itself never touches the collector or the environment."""
     chosen = list(sys.argv[1:] if args is None else args)
     modules = modules_for(chosen)
     if MEASURING.isdisjoint(modules):
@@ -125,9 +121,8 @@ def run() -> NoReturn:
 
     A command of the :data:`QUICK_EXIT` modules ends without the interpreter's teardown, once standard output and
     standard error are flushed (``os._exit``, as mypy ends its runs): the teardown frees every module and object
-    one by one, and the process's memory is returned whole at exit anyway. A 7B-shaped ``report`` leaves its
-    process 28 ms after writing its output with the teardown and 12 ms without (medians of 10; the rest is the
-    kernel's, at any exit). Every other command, a status that is not a number (a message) and a flush that fails
+    one by one, and the process's memory is returned whole at exit anyway (docs/performance.md has the figures).
+    Every other command, a status that is not a number (a message) and a flush that fails
     (a reader that closed the pipe) exit the usual way, as before."""
     quick = set(modules_for(sys.argv[1:])) <= QUICK_EXIT
     try:
