@@ -79,6 +79,19 @@ def parse_model(text: str) -> onnx.ModelProto:
     return model
 
 
+def write_relu_chain(path: Path, relus: int) -> Path:
+    """A chain ``x → Relu × relus → Neg`` of float[2, 64] tensors written to ``path``: the first Relu reads the
+    graph input, the others an activation (they share one cost signature), the Neg closes it."""
+    names = [f"r{k}" for k in range(relus)]
+    lines = [f"    {out} = Relu({src})" for src, out in zip(["x", *names], names, strict=False)]
+    text = (
+        '<ir_version: 8, opset_import: ["" : 17]>\n'
+        "g (float[2, 64] x) => (float[2, 64] y)\n{\n" + "\n".join(lines) + f"\n    y = Neg({names[-1]})\n}}\n"
+    )
+    path.write_bytes(parse_model(text).SerializeToString())
+    return path
+
+
 ENERGY_TOML = """
 [energy_pj_per_op]
 fp32 = { value = 2, source = "test" }

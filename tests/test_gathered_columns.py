@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from helpers import parse_model
+from helpers import write_relu_chain
 
 from onnxroof import analyze
 from onnxroof.analysis.document import NODE_FIELDS, finite_column, to_dict
@@ -17,24 +17,11 @@ from onnxroof.roofline.rows import Gathered
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
-_CHAIN = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[2, 64] x) => (float[2, 64] e)
-{
-    a = Relu(x)
-    b = Relu(a)
-    c = Relu(b)
-    d = Relu(c)
-    e = Neg(d)
-}
-"""
-"""Relu a reads the graph input; b, c and d read an activation: they share one row (b's)."""
-
 
 def _chain(tmp_path: Path):
-    path = tmp_path / "chain.onnx"
-    path.write_bytes(parse_model(_CHAIN).SerializeToString())
-    return analyze(path, platform="a100")
+    """Relu × 4 then Neg: the first Relu reads the graph input; the other three read an activation and share one
+    row (the second's)."""
+    return analyze(write_relu_chain(tmp_path / "chain.onnx", 4), platform="a100")
 
 
 def test_gathered_runs_expand_to_the_plain_columns(tmp_path: Path) -> None:
@@ -49,7 +36,7 @@ def test_gathered_runs_expand_to_the_plain_columns(tmp_path: Path) -> None:
         for name, values in right.items():
             if name in table.SHARED:
                 assert isinstance(values, Gathered), name
-                values = values.expand()
+                values = [values.values[row] for row in values.rows.tolist()]  # row i: values[rows[i]]
             assert values == left[name], name
     # the run of rows 2:4 (c, d) reads one source node (b): one value per shared field
     assert gathered[1]["latency_s"].values == [plain[0]["latency_s"][1]]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import parse_model
+from helpers import write_relu_chain
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,18 +23,6 @@ from onnxroof.platform.model import Platform
 from onnxroof.roofline.place import ROOFLINE, Roofs, Times, Work
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-
-_CHAIN = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[2, 64] x) => (float[2, 64] d)
-{
-    a = Relu(x)
-    b = Relu(a)
-    c = Relu(b)
-    d = Neg(c)
-}
-"""
-"""Relu a reads the graph input (role input), b and c an activation: b and c share a signature, a does not."""
 
 
 class _Counting:
@@ -62,8 +50,7 @@ def _same_figures(shared: object, alone: object) -> None:
 
 
 def test_nodes_of_one_signature_are_placed_once(tmp_path: Path) -> None:
-    path = tmp_path / "chain.onnx"
-    path.write_bytes(parse_model(_CHAIN).SerializeToString())
+    path = write_relu_chain(tmp_path / "chain.onnx", 3)  # the first Relu reads the input; the other two share a row
     costed = cost(bind(str(path)))
     assert costed.firsts == (0, 1, 1, 3)
     placed, inverse = shared_rows(costed)
@@ -78,8 +65,7 @@ def test_nodes_of_one_signature_are_placed_once(tmp_path: Path) -> None:
 def test_a_node_with_its_own_node_cost_is_placed_alone(tmp_path: Path) -> None:
     """A runtime writing the KV cache in place, or skip_compute, gives a node a NodeCost of its own: that node is
     placed on its own even though its signature's first node is another."""
-    path = tmp_path / "chain.onnx"
-    path.write_bytes(parse_model(_CHAIN).SerializeToString())
+    path = write_relu_chain(tmp_path / "chain.onnx", 3)  # the first Relu reads the input; the other two share a row
     costed = cost(bind(str(path)))
     node_costs = list(costed.node_costs)
     node_costs[2] = replace(node_costs[2], cost=replace(node_costs[2].cost, bytes_read=1.0))

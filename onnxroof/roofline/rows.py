@@ -174,10 +174,6 @@ class Gathered(NamedTuple):
     values: list[Any]
     rows: npt.NDArray[np.intp]
 
-    def expand(self) -> list[Any]:
-        """The run's values, one per row."""
-        return list(map(self.values.__getitem__, self.rows.tolist()))
-
 
 def _column(view: type[RowView], name: str, table: Any, start: int, stop: int) -> list[Any]:
     """Rows ``start:stop`` of field ``name``: a column read at once for a :class:`Field`, else (a computed
