@@ -66,7 +66,7 @@ from onnxroof.core.units import percent, seconds, si
 if TYPE_CHECKING:
     from onnxroof.analysis.analyze import Analysis, NodeResult
     from onnxroof.core.ir import OpView
-    from onnxroof.roofline.kernels import KernelResult
+    from onnxroof.roofline.kernels import KernelResult, KernelTable
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "find", "has_tensor_cores"]
 
 _CONVS = ("Conv", "ConvTranspose")
@@ -259,17 +259,20 @@ def _low_intensity_convs(ctx: FindingContext) -> Iterable[Finding]:
 # --------------------------------------------------------------------------------------------- OR004
 
 
+def _copy_time_bound(kernels: KernelTable) -> float:
+    """An upper bound on the time of OR004's chains: ``Σ_k latency_k · |members_k|`` over the copy kernels
+    (``layout``). A chain's time is that of the copy kernels holding its nodes, each once per chain, and a kernel
+    is in at most as many chains as it has member nodes."""
+    latency = kernels.figures.latency_s.tolist()
+    return sum(len(ids) * t for ids, t, copy in zip(kernels.node_ids, latency, kernels.layout, strict=True) if copy)
+
+
 def _layout_chains(ctx: FindingContext) -> Iterable[Finding]:
-    """OR004. A chain's time is that of the copy kernels (``layout``) holding its nodes, each once per chain; a
-    kernel counts in at most as many chains as it has member nodes, so ``Σ_k latency_k · |members_k|`` over the
-    copy kernels bounds the chains' time: when that is below the share, no chain is looked for."""
+    """OR004. When even :func:`_copy_time_bound` is below the share, no chain is looked for."""
     if ctx.analysis.ir is None:
         return
     rule = RULES["OR004"]
-    placed = ctx.analysis.kernels
-    latency = placed.figures.latency_s.tolist()
-    most = sum(len(ids) * t for ids, t, copy in zip(placed.node_ids, latency, placed.layout, strict=True) if copy)
-    if ctx.share(most) * (1 + 1e-9) < LAYOUT_CHAIN_SHARE:
+    if ctx.share(_copy_time_bound(ctx.analysis.kernels)) * (1 + 1e-9) < LAYOUT_CHAIN_SHARE:
         return  # even counted once per member node, the copies left after fusion take too little time
     table = ctx.analysis.nodes
     movers = {
